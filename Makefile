@@ -1,0 +1,44 @@
+# deltalog: the README names `make demo` and `make test`; the rest are listed by `make help`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help setup demo test test-slow lint typecheck ui bench clean
+
+help:
+	@echo "make demo       set up, build the local warehouse, run the pipeline twice, print a report"
+	@echo "make test       set up and run the default test suite"
+	@echo "make test-slow  the slow tests (larger data)"
+	@echo "make lint       ruff + mypy"
+	@echo "make ui         the Dagster UI on http://127.0.0.1:3000"
+	@echo "make bench      benchmarks (print tables of measurements and ratios)"
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m pipelines.demo
+
+test: $(STAMP)
+	bash scripts/run_tests.sh
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
+
+lint: $(STAMP)
+	$(BIN)/ruff check engine schemas pipelines dagster_project tests bench
+	$(BIN)/mypy engine schemas pipelines dagster_project
+
+ui: $(STAMP)
+	bash scripts/ui.sh
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf warehouse .dagster_home/storage .dagster_home/history .dagster_home/logs

@@ -1,0 +1,68 @@
+"""From satisfying assignments of a rule body to head facts: projection with type
+coercion, aggregation over distinct assignments grouped by the head's keys, and the
+functional-dependency check (a key with two values is an error naming both facts)."""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from engine.analysis.check import RelationSchema
+from engine.errors import FUNCTIONAL_CONFLICT, DataError
+from engine.semantics import aggregate, coerce
+from engine.syntax.ast import Rule, Value, Var
+from engine.values import format_fact
+
+Row = tuple[Value, ...]
+
+
+def head_row(rule: Rule, schema: RelationSchema, env: Mapping[str, Value]) -> Row:
+    return tuple(
+        coerce(env[a.name] if isinstance(a, Var) else a.value, c.type)
+        for a, c in zip(rule.head.args, schema.columns, strict=True)
+    )
+
+
+def body_vars(rule: Rule) -> tuple[str, ...]:
+    """Every variable of the body (the identity of a satisfying assignment), sorted."""
+    names: set[str] = set()
+    for item in rule.body:
+        names |= item.atom.vars if hasattr(item, "atom") else item.vars  # type: ignore[union-attr]
+    return tuple(sorted(names))
+
+
+def aggregate_rows(
+    rule: Rule, schema: RelationSchema, assignments: Iterable[Mapping[str, Value]]
+) -> set[Row]:
+    """Group distinct assignments by the head's key terms and apply the aggregate."""
+    agg = rule.aggregate
+    assert agg is not None
+    ident = body_vars(rule)
+    keys = rule.head.args[:-1]
+    groups: dict[Row, dict[Row, Value]] = defaultdict(dict)
+    for env in assignments:
+        key = tuple(env[k.name] if isinstance(k, Var) else k.value for k in keys)
+        value: Value = 0 if agg.arg is None else env[agg.arg.name]
+        groups[key][tuple(env[v] for v in ident if v in env)] = value
+    out: set[Row] = set()
+    for key, members in groups.items():
+        result = aggregate(agg.func, members.values())
+        row = (*key, result)
+        out.add(tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True)))
+    return out
+
+
+def check_functional(schema: RelationSchema, rows: Iterable[Row], what: str = "") -> None:
+    """Raise DL302 if two rows share the key but differ in the value."""
+    if not schema.functional:
+        return
+    seen: dict[Row, Row] = {}
+    k = schema.key_arity
+    for row in rows:
+        prev = seen.setdefault(row[:k], row)
+        if prev != row:
+            a, b = sorted((prev, row))
+            raise DataError(
+                f"functional predicate '{schema.name}' has two values for one key: "
+                f"{format_fact(schema.name, a, True)} and {format_fact(schema.name, b, True)}",
+                what or schema.name,
+                FUNCTIONAL_CONFLICT,
+            )

@@ -1,0 +1,106 @@
+"""The meaning of primitives, shared by every evaluator: arithmetic, comparisons, value
+coercion into column types, and aggregate functions.
+
+Integer ``/`` and ``%`` follow C/SQL/Spark (truncate toward zero; remainder has the sign of
+the dividend); division or remainder by zero has no result, so the body is not satisfied.
+"""
+
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping
+
+from engine.syntax.ast import BinOp, Const, Expr, Value, Var
+
+_CMP: dict[str, Callable[[Value, Value], bool]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def compare(op: str, left: Value, right: Value) -> bool:
+    return _CMP[op](left, right)
+
+
+def arith(op: str, a: Value, b: Value) -> Value | None:
+    """``a op b``; None when undefined (division by zero)."""
+    if isinstance(a, str) or isinstance(b, str):
+        raise TypeError(f"arithmetic on a string: {a!r} {op} {b!r}")
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        if (a < 0) != (b < 0):
+            q = -q
+        return q if op == "/" else a - b * q
+    if op == "/":
+        return a / b
+    return math.fmod(a, b)
+
+
+def eval_expr(expr: Expr, env: Mapping[str, Value]) -> Value | None:
+    if isinstance(expr, Var):
+        return env[expr.name]
+    if isinstance(expr, Const):
+        return expr.value
+    left = eval_expr(expr.left, env)
+    right = eval_expr(expr.right, env)
+    if left is None or right is None:
+        return None
+    return arith(expr.op, left, right)
+
+
+def compile_expr(expr: Expr) -> Callable[[Mapping[str, Value]], Value | None]:
+    """A closure evaluating ``expr`` in an environment; faster than walking the tree."""
+    if isinstance(expr, Var):
+        name = expr.name
+        return lambda env: env[name]
+    if isinstance(expr, Const):
+        value = expr.value
+        return lambda env: value
+    assert isinstance(expr, BinOp)
+    left, right, op = compile_expr(expr.left), compile_expr(expr.right), expr.op
+
+    def run(env: Mapping[str, Value]) -> Value | None:
+        a = left(env)
+        b = right(env)
+        if a is None or b is None:
+            return None
+        return arith(op, a, b)
+
+    return run
+
+
+def coerce(value: Value, typ: str) -> Value:
+    """A value as stored in a column of type ``typ`` (ints widen into float columns)."""
+    if typ == "float" and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def aggregate(func: str, values: Iterable[Value]) -> Value:
+    """Aggregate over the values of the distinct satisfying assignments of one group.
+
+    ``total`` is the correctly rounded sum whatever the order (``math.fsum``, exact).
+    """
+    vals = list(values)
+    if func == "count":
+        return len(vals)
+    if func == "sum":
+        return sum(vals)  # type: ignore[arg-type]
+    if func == "min":
+        return min(vals)  # type: ignore[type-var]
+    if func == "max":
+        return max(vals)  # type: ignore[type-var]
+    if func == "total":
+        return math.fsum(vals)  # type: ignore[arg-type]
+    raise ValueError(f"unknown aggregate {func}")
