@@ -94,9 +94,15 @@ def _rule_rows(rule: Rule, prog: AnalyzedProgram, rels: Mapping[str, set[Row]]) 
 
 
 def evaluate_naive(
-    prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]]
+    prog: AnalyzedProgram,
+    edb: Mapping[str, Iterable[Row]],
+    preds: Iterable[str] | None = None,
 ) -> dict[str, frozenset[Row]]:
-    """Every IDB relation of ``prog`` over the EDB relations ``edb`` (missing ones are empty)."""
+    """IDB relations of ``prog`` over the input relations ``edb`` (missing ones are empty).
+
+    ``edb`` may also hold IDB relations computed earlier: a stratum all of whose predicates
+    are given is not evaluated again. ``preds`` selects what to return (default: every IDB).
+    """
     rels: dict[str, set[Row]] = {name: set() for name in prog.schemas}
     for name, rows in prog.facts.items():
         rels[name] |= set(rows)
@@ -109,7 +115,10 @@ def evaluate_naive(
             }
     for name in prog.edb:
         check_functional(prog.schemas[name], rels[name])
+    wanted = tuple(prog.idb if preds is None else preds)
     for stratum in prog.strata:
+        if all(p in edb for p in stratum.preds):
+            continue
         while True:
             changed = False
             for rule in stratum.rules:
@@ -121,4 +130,4 @@ def evaluate_naive(
                 break
         for name in stratum.preds:
             check_functional(prog.schemas[name], rels[name])
-    return {name: frozenset(rels[name]) for name in prog.idb}
+    return {name: frozenset(rels[name]) for name in wanted}

@@ -1,0 +1,257 @@
+"""A rule body prepared for leapfrog triejoin: every positive atom over distinct variables
+(constants and repeated variables become assignments), a variable order, and for each
+level of that order the atoms that join on it, its assignment, its filters and negations.
+
+The order is chosen by a simple deterministic cost model (``choose_order``) unless given.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from engine.semantics import compare, compile_expr
+from engine.syntax.ast import Atom, Compare, Const, Expr, Negation, Rule, Value, Var, expr_vars
+
+Env = dict[str, Value]
+
+
+@dataclass(frozen=True)
+class PlanAtom:
+    """A positive body atom: its relation, which version it reads, and its variables."""
+
+    index: int  # position among the rule's positive atoms
+    pred: str
+    vars: tuple[str, ...]  # one distinct variable per column
+
+
+@dataclass(frozen=True)
+class PreparedRule:
+    rule: Rule
+    atoms: tuple[PlanAtom, ...]
+    assigns: tuple[tuple[str, Expr], ...]  # v = expr (constants, repeats, and `=` compares)
+    filters: tuple[Compare, ...]
+    negations: tuple[Atom, ...]
+    head_vars: frozenset[str]
+
+
+def prepare(rule: Rule) -> PreparedRule:
+    atoms: list[PlanAtom] = []
+    assigns: list[tuple[str, Expr]] = []
+    filters: list[Compare] = []
+    negations: list[Atom] = []
+    n = 0
+    for item in rule.body:
+        if isinstance(item, Atom):
+            names: list[str] = []
+            for arg in item.args:
+                if isinstance(arg, Const):
+                    n += 1
+                    name = f"#c{n}"
+                    assigns.append((name, arg))
+                elif arg.name in names:
+                    n += 1
+                    name = f"#r{n}"
+                    assigns.append((name, arg))
+                else:
+                    name = arg.name
+                names.append(name)
+            atoms.append(PlanAtom(len(atoms), item.pred, tuple(names)))
+        elif isinstance(item, Negation):
+            negations.append(item.atom)
+        else:
+            filters.append(item)
+    head = set(rule.head.vars)
+    if rule.aggregate is not None:
+        head.discard(rule.aggregate.result.name)
+        if rule.aggregate.arg is not None:
+            head.add(rule.aggregate.arg.name)
+    return PreparedRule(
+        rule, tuple(atoms), tuple(assigns), tuple(filters), tuple(negations), frozenset(head)
+    )
+
+
+def _atom_vars(prep: PreparedRule) -> set[str]:
+    return {v for a in prep.atoms for v in a.vars}
+
+
+def _compare_assignments(prep: PreparedRule) -> list[tuple[str, Expr]]:
+    out = []
+    for c in prep.filters:
+        if c.op != "=":
+            continue
+        for target, source in ((c.left, c.right), (c.right, c.left)):
+            if isinstance(target, Var):
+                out.append((target.name, source))
+    return out
+
+
+def all_vars(prep: PreparedRule) -> set[str]:
+    """Every variable the join binds: atom variables and assignment targets."""
+    names = _atom_vars(prep) | {v for v, _ in prep.assigns}
+    names |= {v for v, _ in _compare_assignments(prep)}
+    names -= {v for v in names if v.startswith("_") and not _bound_somewhere(prep, v)}
+    return names
+
+
+def _bound_somewhere(prep: PreparedRule, v: str) -> bool:
+    return v in _atom_vars(prep) or any(t == v for t, _ in prep.assigns) or any(
+        t == v for t, _ in _compare_assignments(prep)
+    )
+
+
+def choose_order(prep: PreparedRule, sizes: Mapping[int, int]) -> tuple[str, ...]:
+    """Greedy, deterministic: assignments as soon as their inputs are bound (they cost one
+    value); otherwise the variable joined by most atoms, connected to what is bound,
+    in the smallest relation, then by name."""
+    assign_sources = [(v, expr_vars(e)) for v, e in (*prep.assigns, *_compare_assignments(prep))]
+    atom_vars = _atom_vars(prep)
+    remaining = all_vars(prep)
+    order: list[str] = []
+    bound: set[str] = set()
+    while remaining:
+        ready = sorted(v for v, deps in assign_sources if v in remaining and deps <= bound)
+        if ready:
+            pick = ready[0]
+        else:
+            candidates = sorted(remaining & atom_vars)
+            if not candidates:
+                raise AssertionError(f"no variable can be bound next among {sorted(remaining)}")
+
+            def cost(v: str) -> tuple[int, int, int, str]:
+                holders = [a for a in prep.atoms if v in a.vars]
+                connected = not bound or any(set(a.vars) & bound for a in holders)
+                smallest = min(sizes.get(a.index, 0) for a in holders)
+                return (0 if connected else 1, -len(holders), smallest, v)
+
+            pick = min(candidates, key=cost)
+        order.append(pick)
+        bound.add(pick)
+        remaining.discard(pick)
+    return tuple(order)
+
+
+@dataclass
+class Level:
+    var: str
+    atoms: list[int] = field(default_factory=list)  # indexes into prep.atoms
+    source: Callable[[Env], Value | None] | None = None
+    checks: list[Callable[[Env], bool]] = field(default_factory=list)
+
+
+@dataclass
+class RulePlan:
+    prep: PreparedRule
+    order: tuple[str, ...]
+    perms: list[tuple[int, ...]]  # per atom: its columns in the order of `order`
+    levels: list[Level]
+    pre_checks: list[Callable[[Env], bool]]  # checks with no variables at all
+    exist_level: int  # from this level on no variable is needed by the head: stop at one
+
+
+def _filter_check(c: Compare) -> Callable[[Env], bool]:
+    left, right, op = compile_expr(c.left), compile_expr(c.right), c.op
+
+    def check(env: Env) -> bool:
+        a = left(env)
+        b = right(env)
+        return a is not None and b is not None and compare(op, a, b)
+
+    return check
+
+
+def _assign_check(var: str, expr: Expr) -> Callable[[Env], bool]:
+    fn = compile_expr(expr)
+
+    def check(env: Env) -> bool:
+        v = fn(env)
+        return v is not None and v == env[var]
+
+    return check
+
+
+NegationProbe = Callable[[str, tuple[int, ...], tuple[Value, ...]], bool]
+
+
+def _negation_check(
+    atom: Atom, bound_vars: set[str], probe: NegationProbe
+) -> Callable[[Env], bool]:
+    """``!atom``: no row of the relation agrees on the bound columns (free ones are ``_``)."""
+    fixed: list[tuple[int, Const | Var]] = []
+    free: list[int] = []
+    for i, arg in enumerate(atom.args):
+        if isinstance(arg, Const) or arg.name in bound_vars:
+            fixed.append((i, arg))
+        else:
+            free.append(i)
+    perm = tuple([i for i, _ in fixed] + free)
+    getters = [(a.value, None) if isinstance(a, Const) else (None, a.name) for _, a in fixed]
+    pred = atom.pred
+
+    def check(env: Env) -> bool:
+        prefix = tuple(c if name is None else env[name] for c, name in getters)
+        return not probe(pred, perm, prefix)
+
+    return check
+
+
+def build_plan(
+    prep: PreparedRule,
+    sizes: Mapping[int, int],
+    probe: NegationProbe,
+    order: Sequence[str] | None = None,
+) -> RulePlan:
+    if order is None:
+        order = choose_order(prep, sizes)
+    order = tuple(order)
+    pos = {v: i for i, v in enumerate(order)}
+    if set(order) != all_vars(prep):
+        raise ValueError(f"variable order {order} does not cover {sorted(all_vars(prep))}")
+    levels = [Level(v) for v in order]
+    perms: list[tuple[int, ...]] = []
+    for atom in prep.atoms:
+        cols = sorted(range(len(atom.vars)), key=lambda c: pos[atom.vars[c]])
+        perms.append(tuple(cols))
+        for c in cols:
+            levels[pos[atom.vars[c]]].atoms.append(atom.index)
+    # Assignment candidates: constants, repeats, and both sides of every `=` compare. The
+    # first whose inputs are all bound before its target becomes that level's source; every
+    # other one is checked where its last variable is bound.
+    candidates: list[tuple[str, Expr, object]] = [(v, e, ("assign", i))
+                                                  for i, (v, e) in enumerate(prep.assigns)]
+    for j, c in enumerate(prep.filters):
+        if c.op == "=":
+            for target, source in ((c.left, c.right), (c.right, c.left)):
+                if isinstance(target, Var):
+                    candidates.append((target.name, source, ("cmp", j)))
+    chosen: set[object] = set()
+    for var, expr, origin in candidates:
+        level = levels[pos[var]] if var in pos else None
+        if level is None or level.source is not None or origin in chosen:
+            continue
+        if all(pos[d] < pos[var] for d in expr_vars(expr)):
+            level.source = compile_expr(expr)
+            chosen.add(origin)
+    pre_checks: list[Callable[[Env], bool]] = []
+    for i, (var, expr) in enumerate(prep.assigns):
+        if ("assign", i) not in chosen:
+            deps = expr_vars(expr) | {var}
+            levels[max(pos[d] for d in deps)].checks.append(_assign_check(var, expr))
+    for j, c in enumerate(prep.filters):
+        if ("cmp", j) in chosen:
+            continue
+        check = _filter_check(c)
+        if c.vars:
+            levels[max(pos[d] for d in c.vars)].checks.append(check)
+        else:
+            pre_checks.append(check)
+    for neg in prep.negations:
+        bound = {v for v in neg.vars if v in pos}
+        check = _negation_check(neg, bound, probe)
+        if bound:
+            levels[max(pos[v] for v in bound)].checks.append(check)
+        else:
+            pre_checks.append(check)
+    exist_level = len(order)
+    if prep.rule.aggregate is None:
+        while exist_level > 0 and order[exist_level - 1] not in prep.head_vars:
+            exist_level -= 1
+    return RulePlan(prep, order, perms, levels, pre_checks, exist_level)
