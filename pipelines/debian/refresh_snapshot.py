@@ -101,9 +101,7 @@ def read_apt_list(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     if not Path(APT_HELPER).exists():
         raise RefreshError(f"{APT_HELPER} not found: cannot decompress {path}")
-    result = subprocess.run(
-        [APT_HELPER, "cat-file", str(path)], capture_output=True, check=False
-    )
+    result = subprocess.run([APT_HELPER, "cat-file", str(path)], capture_output=True, check=False)
     if result.returncode != 0:
         message = result.stderr.decode("utf-8", "replace").strip()
         raise RefreshError(f"cannot read {path}: {message}")
@@ -192,7 +190,7 @@ def snapshot_markdown(summaries: Sequence[IndexSummary]) -> str:
             "",
             "## Refresh",
             "",
-            "    sudo apt-get update   # with bookworm, bookworm-updates, bookworm-security sources",
+            "    sudo apt-get update  # sources: bookworm, bookworm-updates, bookworm-security",
             "    python -m pipelines.debian.refresh_snapshot "
             "[--lists /var/lib/apt/lists] [--out pipelines/debian/data]",
             "",

@@ -11,10 +11,10 @@ import functools
 import io
 import lzma
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 import pyarrow as pa
 from debian import deb822
@@ -36,6 +36,8 @@ VULNERABLE_FILE = "vulnerable.csv"
 
 # Debian policy 5.6.1: lower case letters, digits, "+", "-", "."; starts alphanumeric.
 _PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.\-]+")
+# The separator of relation groups that PkgRelation.parse_relations splits on.
+_RELATION_SEPARATOR = re.compile(r"\s*,\s*")
 
 
 def _schema(*names: str) -> pa.Schema:
@@ -79,17 +81,25 @@ def _split_stanzas(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
         yield start, stanza
 
 
-def _first_alternatives(paragraph: deb822.Deb822, field: str, where: str) -> Iterator[str]:
-    """Name of the first alternative of each relation group of `field` (same parser as
-    `deb822.Packages.relations`, called per field: parsing every relation field is 2x slower)."""
+@functools.lru_cache(maxsize=1 << 17)
+def _first_alternative(group: str) -> str | None:
+    """Package name of the first alternative of one relation group, e.g. "b" for
+    "b:any (>= 1) [amd64] | c", parsed by python-debian (`deb822.Packages.relations` uses the
+    same `PkgRelation.parse_relations`); None if it does not parse. Cached: groups repeat."""
+    name = deb822.PkgRelation.parse_relations(group)[0][0]["name"]
+    return name if _PACKAGE_NAME.fullmatch(name) else None
+
+
+def _first_alternatives(paragraph: deb822.Deb822, field: str, where: str) -> list[str]:
     value = paragraph.get(field)
     if not value:
-        return
-    for group in deb822.PkgRelation.parse_relations(value):
-        name = group[0]["name"] if group else ""
-        if not _PACKAGE_NAME.fullmatch(name):
-            raise ValueError(f"{where}: cannot parse {field} relation {name!r}")
-        yield name
+        return []
+    groups = _RELATION_SEPARATOR.split(value.strip())
+    names = [_first_alternative(group) for group in groups]
+    for group, name in zip(groups, names, strict=True):
+        if name is None:
+            raise ValueError(f"{where}: cannot parse {field} relation {group!r}")
+    return cast(list[str], names)
 
 
 def parse_packages(text: str | TextIO, source: str = "<string>") -> list[PackageRecord]:
@@ -110,10 +120,8 @@ def parse_packages(text: str | TextIO, source: str = "<string>") -> list[Package
             raise ValueError(f"{where}: stanza without {missing}")
         if not _PACKAGE_NAME.fullmatch(name):
             raise ValueError(f"{where}: invalid package name {name!r}")
-        try:
-            Version(version)
-        except ValueError as error:
-            raise ValueError(f"{where}: invalid version {version!r}: {error}") from None
+        if not Version.re_valid_version.match(version):  # what Version() checks, 3x faster
+            raise ValueError(f"{where}: invalid Debian version {version!r}")
         depends = (
             *_first_alternatives(paragraph, "Depends", where),
             *_first_alternatives(paragraph, "Pre-Depends", where),
@@ -140,31 +148,33 @@ def _read_index(path: Path, mtime_ns: int, size: int) -> tuple[PackageRecord, ..
         return tuple(parse_packages(stream, source=path.name))
 
 
+def _debian_version(record: PackageRecord) -> Version:
+    try:
+        return Version(record.version)
+    except ValueError as error:
+        raise ValueError(f"{record.source}:{record.line}: {error}") from None
+
+
 def overlay(*indexes: Iterable[PackageRecord]) -> dict[str, PackageRecord]:
     """Per package name, the record with the highest Debian version (earliest on ties)."""
     chosen: dict[str, PackageRecord] = {}
     for records in indexes:
         for record in records:
             current = chosen.get(record.name)
-            if current is None or Version(record.version) > Version(current.version):
+            if current is None or _debian_version(record) > _debian_version(current):
                 chosen[record.name] = record
     return chosen
 
 
-def _table(name: str, rows: Iterable[tuple[str, ...]]) -> pa.Table:
-    """Deduplicated table of `rows`, sorted by all columns (byte order of UTF-8)."""
+def _table(name: str, columns: Sequence[list[str]]) -> pa.Table:
+    """Deduplicated table of the given columns, sorted by all columns (UTF-8 byte order)."""
     schema = SCHEMAS[name]
-    columns: list[list[str]] = [[] for _ in schema.names]
-    for row in rows:
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
     table = pa.Table.from_arrays(
         [pa.array(column, type=pa.string()) for column in columns], schema=schema
     )
     distinct = table.group_by(schema.names, use_threads=False).aggregate([])
-    return distinct.select(schema.names).sort_by([(c, "ascending") for c in schema.names]).cast(
-        schema
-    )
+    order = [(column, "ascending") for column in schema.names]
+    return distinct.select(schema.names).sort_by(order).cast(schema)
 
 
 def tables_from_records(
@@ -172,11 +182,16 @@ def tables_from_records(
 ) -> dict[str, pa.Table]:
     """The four EDB tables for a set of records that has one record per package name."""
     records = list(records)
+    depends = [(r.name, dep) for r in records for dep in r.depends]
+    provides = [(r.name, virtual) for r in records for virtual in r.provides]
     return {
-        "package": _table("package", ((r.name, r.version, r.section) for r in records)),
-        "depends": _table("depends", ((r.name, d) for r in records for d in r.depends)),
-        "provides": _table("provides", ((r.name, v) for r in records for v in r.provides)),
-        "vulnerable": _table("vulnerable", ((name,) for name in vulnerable)),
+        "package": _table(
+            "package",
+            [[r.name for r in records], [r.version for r in records], [r.section for r in records]],
+        ),
+        "depends": _table("depends", [[p for p, _ in depends], [d for _, d in depends]]),
+        "provides": _table("provides", [[p for p, _ in provides], [v for _, v in provides]]),
+        "vulnerable": _table("vulnerable", [list(vulnerable)]),
     }
 
 

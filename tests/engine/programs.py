@@ -1,0 +1,94 @@
+"""Hypothesis strategies for random programs over tiny domains, so that joins, negations,
+cancellations and recursion actually happen. Shared by the engine's property tests."""
+
+from hypothesis import strategies as st
+
+EDB_DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
+EDB_ARITY = {"e": 2, "f": 2, "u": 1}
+VARS = ("x", "y", "z", "w")
+DOMAIN = st.integers(min_value=0, max_value=4)
+
+
+@st.composite
+def edb_data(draw):
+    return {
+        name: draw(st.sets(st.tuples(*([DOMAIN] * arity)), max_size=12))
+        for name, arity in EDB_ARITY.items()
+    }
+
+
+@st.composite
+def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
+              negative: dict[str, int], allow_agg: bool):
+    """One safe rule for ``head`` over the predicates it may use."""
+    n_atoms = draw(st.integers(1, 3))
+    body: list[str] = []
+    bound: list[str] = []
+    names = sorted(positive)
+    for _ in range(n_atoms):
+        pred = draw(st.sampled_from(names))
+        args = []
+        for _ in range(positive[pred]):
+            kind = draw(st.sampled_from(["var", "var", "var", "const", "wild"]))
+            if kind == "var":
+                v = draw(st.sampled_from(VARS))
+                args.append(v)
+                bound.append(v)
+            elif kind == "const":
+                args.append(str(draw(DOMAIN)))
+            else:
+                args.append("_")
+        body.append(f"{pred}({', '.join(args)})")
+    if not bound:
+        pred = names[0]
+        body.append(f"{pred}({', '.join(['x'] * positive[pred])})")
+        bound.append("x")
+    bound_set = sorted(set(bound))
+    if draw(st.booleans()):
+        a, b = draw(st.sampled_from(bound_set)), draw(st.sampled_from(bound_set))
+        op = draw(st.sampled_from(["<", "<=", "!=", "=", ">"]))
+        body.append(f"{a} {op} {b}")
+    if draw(st.booleans()):
+        a = draw(st.sampled_from(bound_set))
+        t = draw(st.sampled_from(["t", "s"]))
+        body.append(f"{t} = {a} + {draw(st.integers(-1, 2))}")
+        bound_set = sorted({*bound_set, t})
+    if negative and draw(st.booleans()):
+        pred = draw(st.sampled_from(sorted(negative)))
+        args = [draw(st.sampled_from([*bound_set, "_"])) for _ in range(negative[pred])]
+        body.append(f"!{pred}({', '.join(args)})")
+    if allow_agg and draw(st.integers(0, 4)) == 0:
+        key = draw(st.sampled_from(bound_set))
+        func = draw(st.sampled_from(["count", "sum", "min", "max"]))
+        arg = "" if func == "count" else draw(st.sampled_from(bound_set))
+        return f"{head}[{key}] = res <- agg<<res = {func}({arg})>> {', '.join(body)}."
+    head_args = [draw(st.sampled_from(bound_set)) for _ in range(head_arity)]
+    return f"{head}({', '.join(head_args)}) :- {', '.join(body)}."
+
+
+@st.composite
+def programs(draw, recursion: bool = True, aggregates: bool = True):
+    """2-3 IDB predicates p0, p1, ...; p_i may use EDB and p_j (j < i) positively and
+    negatively, and itself positively when ``recursion`` (so the program is stratified)."""
+    n_idb = draw(st.integers(1, 3))
+    arities = {f"p{i}": draw(st.integers(1, 2)) for i in range(n_idb)}
+    rules: list[str] = []
+    agg_preds: set[str] = set()
+    for i in range(n_idb):
+        head = f"p{i}"
+        earlier = {p: a for p, a in arities.items() if int(p[1:]) < i and p not in agg_preds}
+        positive = {**EDB_ARITY, **earlier}
+        negative = {**EDB_ARITY, **earlier}
+        n_rules = draw(st.integers(1, 2))
+        use_agg = aggregates and arities[head] == 2 and draw(st.integers(0, 3)) == 0
+        if use_agg:
+            rules.append(draw(rule_text(head, 2, positive, negative, True).filter(
+                lambda r: "agg<<" in r)))
+            agg_preds.add(head)
+            continue
+        for k in range(n_rules):
+            pos = dict(positive)
+            if recursion and k > 0:
+                pos[head] = arities[head]
+            rules.append(draw(rule_text(head, arities[head], pos, negative, False)))
+    return EDB_DECLS + "\n".join(rules) + "\n"

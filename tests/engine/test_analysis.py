@@ -1,0 +1,59 @@
+"""Analysis: DL2xx errors with locations, types, strata."""
+
+import pytest
+
+from engine.analysis import analyze
+from engine.errors import AnalysisError
+from engine.syntax import parse_program
+
+
+def analyzed(text: str):
+    return analyze(parse_program(text, "a.dl"))
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "fragment"),
+    [
+        ("p(x) :- q(y).", "DL201", "variable 'x' in the head"),
+        ("p(x) :- q(x), !r(x, y).", "DL201", "variable 'y' in negated atom"),
+        ("p(x) :- q(x), y < 3.", "DL201", "variable 'y' in comparison"),
+        ("p(1). p(1, 2).", "DL203", "'p' has arity 1"),
+        ("p(x) :- q(x), x < \"a\", q(1).", "DL204", "type mismatch"),
+        (".decl e(a: int)\ne(\"x\").", "DL204", "type mismatch"),
+        ("p(x) :- q(x), !p(x).", "DL202", "cycle p -> p"),
+        ("a(x) :- b(x).\nb(x) :- c(x), !a(x).", "DL202", "cycle b -> a -> b"),
+        ("d[x] = n <- agg<<n = count()>> d[x] = m.", "DL202", "through an aggregate"),
+        (".decl e(a: int)\n.decl e(b: int)", "DL205", "declared twice"),
+        (".decl f[k: int] = v: int\np(x) :- f(x, y).", "DL207", "functional"),
+        ("d(x, n) <- agg<<n = count()>> e(x, y).", "DL208", "head must be F[keys] = n"),
+        ("d[x] = n <- agg<<n = sum()>> e(x, y).", "DL208", "needs one argument"),
+    ],
+)
+def test_rejected_programs(text, code, fragment):
+    with pytest.raises(AnalysisError) as info:
+        analyzed(text)
+    msg = str(info.value)
+    assert msg.startswith("a.dl:") and f"error {code}:" in msg and fragment in msg, msg
+
+
+def test_wildcards_in_negation_are_existential():
+    prog = analyzed("p(x) :- q(x), !r(x, _).")
+    assert prog.idb == ("p",) and prog.edb == ("q", "r")
+
+
+def test_types_flow_through_rules_and_arithmetic():
+    prog = analyzed(".decl e(a: int, b: float)\np(x, z) :- e(x, y), z = y * 2.\nq(s) :- r(s), s != \"a\".")
+    assert [c.type for c in prog.schemas["p"].columns] == ["int", "float"]
+    assert [c.type for c in prog.schemas["q"].columns] == ["string"]
+
+
+def test_strata_in_dependency_order_with_recursive_components():
+    prog = analyzed(
+        "tc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), e(y, z).\n"
+        "a(x) :- b(x).\nb(x) :- a(x).\nb(x) :- e(x, _).\n"
+        "n(x) :- e(x, _), !tc(x, x).\n"
+    )
+    order = [s.preds for s in prog.strata]
+    assert order.index(("tc",)) < order.index(("n",))
+    rec = {s.preds: s.recursive for s in prog.strata}
+    assert rec == {("tc",): True, ("a", "b"): True, ("n",): False}
