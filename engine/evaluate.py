@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.analysis.check import AnalyzedProgram, Stratum, analyze
-from engine.heads import Row, aggregate_rows, check_functional, head_row
+from engine.heads import Row, aggregate_rows, check_functional, head_projection
 from engine.join.leapfrog import leapfrog_triejoin
 from engine.join.plan import Env, PreparedRule, build_plan, prepare
 from engine.join.trie import JoinStats, has_prefix
@@ -67,13 +67,9 @@ def run_rule(
         leapfrog_triejoin(plan, relations, lambda env: envs.append(dict(env)), stats)
         return envs
     out: set[Row] = set()
-    schema = schema_cols
-    leapfrog_triejoin(
-        plan,
-        relations,
-        lambda env: out.add(head_row(rule, schema, env)),  # type: ignore[arg-type]
-        stats,
-    )
+    project = head_projection(rule, schema_cols)  # type: ignore[arg-type]
+    add = out.add
+    leapfrog_triejoin(plan, relations, lambda env: add(project(env)), stats)
     return out
 
 

@@ -3,7 +3,8 @@ coercion, aggregation over distinct assignments grouped by the head's keys, and 
 functional-dependency check (a key with two values is an error naming both facts)."""
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 
 from engine.analysis.check import RelationSchema
 from engine.errors import FUNCTIONAL_CONFLICT, DataError
@@ -19,6 +20,18 @@ def head_row(rule: Rule, schema: RelationSchema, env: Mapping[str, Value]) -> Ro
         coerce(env[a.name] if isinstance(a, Var) else a.value, c.type)
         for a, c in zip(rule.head.args, schema.columns, strict=True)
     )
+
+
+def head_projection(rule: Rule, schema: RelationSchema) -> "Callable[[Mapping[str, Value]], Row]":
+    """A fast ``head_row`` for this rule: itemgetter when no constant or coercion is needed."""
+    args = rule.head.args
+    if all(isinstance(a, Var) for a in args) and all(c.type != "float" for c in schema.columns):
+        names = [a.name for a in args]  # type: ignore[union-attr]
+        if len(names) == 1:
+            name = names[0]
+            return lambda env: (env[name],)
+        return itemgetter(*names)  # type: ignore[return-value]
+    return lambda env: head_row(rule, schema, env)
 
 
 def body_vars(rule: Rule) -> tuple[str, ...]:

@@ -21,28 +21,57 @@ def leapfrog_triejoin(
     """Enumerate the satisfying assignments of ``plan``; ``relations[i]`` is the sorted
     list of atom i's rows with columns permuted by ``plan.perms[i]``."""
     env: Env = {}
-    for check in plan.pre_checks:
-        if not check(env):
+    for pre in plan.pre_checks:
+        if not pre(env):
             return
     iters = [SortedTrieIterator(rows, stats) for rows in relations]
     if any(not rows for rows in relations):
         return
-    levels = [
-        (lvl.var, [iters[a] for a in lvl.atoms], lvl.source, lvl.checks) for lvl in plan.levels
-    ]
-    n = len(levels)
+    n = len(plan.levels)
+    levels = []
+    for i, lvl in enumerate(plan.levels):
+        parts = [iters[a] for a in lvl.atoms]
+        checks = lvl.checks
+        check = None
+        if len(checks) == 1:
+            check = checks[0]
+        elif checks:
+            check = lambda env, cs=tuple(checks): all(c(env) for c in cs)  # noqa: E731
+        # A last level read from one atom's last column, with nothing to check: its keys
+        # are that column of the current row range, one per row (rows are distinct).
+        bulk = (
+            i == n - 1
+            and lvl.source is None
+            and check is None
+            and len(lvl.atoms) == 1
+            and plan.perms[lvl.atoms[0]][-1] == len(plan.perms[lvl.atoms[0]]) - 1
+            and _last_depth(plan, lvl.atoms[0], i)
+        )
+        levels.append((lvl.var, parts, lvl.source, check, bulk))
     exist_level = plan.exist_level
 
     def descend(i: int) -> bool:
         if i == n:
             emit(env)
             return True
-        var, parts, source, checks = levels[i]
+        var, parts, source, check, bulk = levels[i]
         for it in parts:
             it.open()
         found = False
         stop_at_first = i >= exist_level
-        if source is not None:
+        if bulk:
+            it = parts[0]
+            depth = it.depth
+            rows = it.rows
+            lo, hi = it.pos, it.hi
+            if stop_at_first:
+                hi = min(hi, lo + 1)
+            stats.nexts += hi - lo
+            for k in range(lo, hi):
+                env[var] = rows[k][depth]
+                emit(env)
+            found = hi > lo
+        elif source is not None:
             value = source(env)
             if value is not None:
                 ok = True
@@ -53,19 +82,19 @@ def leapfrog_triejoin(
                         break
                 if ok:
                     env[var] = value
-                    if all(check(env) for check in checks):
+                    if check is None or check(env):
                         found = descend(i + 1)
         elif len(parts) == 1:
             it = parts[0]
             while not it.at_end():
                 env[var] = it.key()
-                if all(check(env) for check in checks) and descend(i + 1):
+                if (check is None or check(env)) and descend(i + 1):
                     found = True
                     if stop_at_first:
                         break
                 it.next()
         elif not any(it.at_end() for it in parts):
-            found = _leapfrog(parts, var, checks, descend, i, stop_at_first)
+            found = _leapfrog(parts, var, check, descend, i, stop_at_first)
         for it in parts:
             it.up()
         return found
@@ -73,7 +102,7 @@ def leapfrog_triejoin(
     def _leapfrog(
         parts: list[SortedTrieIterator],
         var: str,
-        checks: list[Callable[[Env], bool]],
+        check: Callable[[Env], bool] | None,
         down: Callable[[int], bool],
         i: int,
         stop_at_first: bool,
@@ -88,7 +117,7 @@ def leapfrog_triejoin(
             x = it.key()
             if x == xmax:
                 env[var] = x
-                if all(check(env) for check in checks) and down(i + 1):
+                if (check is None or check(env)) and down(i + 1):
                     found = True
                     if stop_at_first:
                         return True
@@ -101,3 +130,8 @@ def leapfrog_triejoin(
             p = (p + 1) % k
 
     descend(0)
+
+
+def _last_depth(plan: RulePlan, atom: int, level: int) -> bool:
+    """Whether ``level`` binds the last column (in plan order) of ``atom``."""
+    return max(i for i, lvl in enumerate(plan.levels) if atom in lvl.atoms) == level

@@ -354,8 +354,14 @@ def parse_program(text: str, file: str = "<program>") -> Program:
         else:
             where = Loc(file, tok.line or 0, tok.column or 0)
             shown = repr(str(tok))
+        expected = set(exc.expected)
+        if exc.interactive_parser is not None:
+            try:
+                expected = set(exc.interactive_parser.accepts()) or expected
+            except Exception:  # noqa: BLE001 - accepts() is advisory; keep lark's set
+                pass
         raise DeltalogSyntaxError(
-            f"unexpected {shown}, expected {_describe(set(exc.expected))}",
+            f"unexpected {shown}, expected {_describe(expected)}",
             where,
             SYNTAX_UNEXPECTED,
         ) from None

@@ -1,0 +1,41 @@
+"""Golden programs: ``<case>/program.dl`` (+ optional ``facts/``) run through the CLI and
+compared with ``expected.txt`` (stdout) or ``expected_error.txt`` (stderr, exit 1).
+
+Regenerate with ``DELTALOG_UPDATE_GOLDENS=1 make test`` and review the diff."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+
+HERE = Path(__file__).parent
+CASES = sorted(p.parent.name for p in HERE.glob("*/program.dl"))
+UPDATE = os.environ.get("DELTALOG_UPDATE_GOLDENS") == "1"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden(case, capsys, monkeypatch):
+    folder = HERE / case
+    monkeypatch.chdir(folder)  # paths in error messages are relative to the case folder
+    argv = ["eval", "program.dl"]
+    if (folder / "facts").is_dir():
+        argv += ["--facts", "facts"]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    expected_out = folder / "expected.txt"
+    expected_err = folder / "expected_error.txt"
+    if UPDATE:
+        (expected_err if rc else expected_out).write_text(err if rc else out)
+        (expected_out if rc else expected_err).unlink(missing_ok=True)
+    if expected_err.exists():
+        assert rc == 1 and out == ""
+        assert err == expected_err.read_text()
+    else:
+        assert rc == 0 and err == ""
+        assert out == expected_out.read_text()
+
+
+def test_there_are_goldens():
+    assert len(CASES) >= 5

@@ -1,0 +1,86 @@
+"""The ``deltalog`` command: output format, CSV facts, and errors without tracebacks."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pipelines.cli import main
+
+PROGRAM = """
+.decl e(src: int, dst: int)
+.decl name(id: int, label: string)
+.decl w(id: int, weight: float)
+tc(x, y) :- e(x, y).
+tc(x, z) :- tc(x, y), e(y, z).
+deg[x] = n <- agg<<n = count()>> e(x, _).
+label(l) :- name(_, l).
+heavy(x, v) :- w(x, v), v > 1.5.
+"""
+
+
+def write(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_eval_prints_sorted_facts_in_the_one_format(tmp_path, capsys):
+    write(tmp_path, {
+        "p.dl": PROGRAM,
+        "facts/e.csv": "src,dst\n2,3\n1,2\n",
+        "facts/name.csv": 'id,label\n1,"a ""quoted"" one"\n2,plain\n',
+        "facts/w.csv": "id,weight\n1,2.5\n2,1\n",
+    })
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.splitlines() == [
+        "deg[1] = 1.",
+        "deg[2] = 1.",
+        "heavy(1, 2.5).",
+        'label("a \\"quoted\\" one").',
+        'label("plain").',
+        "tc(1, 2).",
+        "tc(1, 3).",
+        "tc(2, 3).",
+    ]
+
+
+def test_bad_csv_value_names_file_line_and_column(tmp_path, capsys):
+    write(tmp_path, {"p.dl": PROGRAM, "facts/e.csv": "src,dst\n1,2\n3,x4\n"})
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.strip() == (
+        f"{tmp_path / 'facts' / 'e.csv'}:3:3: error DL301: column 'dst': 'x4' is not a valid int"
+    )
+
+
+def test_header_must_match_declaration(tmp_path, capsys):
+    write(tmp_path, {"p.dl": PROGRAM, "facts/e.csv": "a,b\n1,2\n"})
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
+    assert "error DL303: header a,b does not match" in capsys.readouterr().err
+
+
+def test_csv_for_unknown_predicate_is_an_error(tmp_path, capsys):
+    write(tmp_path, {"p.dl": PROGRAM, "facts/edges.csv": "src,dst\n1,2\n"})
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
+    assert "'edges.csv' names no predicate" in capsys.readouterr().err
+
+
+def test_syntax_error_from_the_installed_command_has_no_traceback(tmp_path):
+    write(tmp_path, {"bad.dl": "p(x) :- q(x)\nr(1)."})
+    exe = Path(sys.executable).with_name("deltalog")
+    proc = subprocess.run(
+        [str(exe), "eval", str(tmp_path / "bad.dl")], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == f"{tmp_path / 'bad.dl'}:2:1: error DL101: unexpected 'r', expected ',', '.', ';'\n"
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_program_file(tmp_path, capsys):
+    assert main(["eval", str(tmp_path / "nope.dl")]) == 2
+    assert "No such file" in capsys.readouterr().err
