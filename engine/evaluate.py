@@ -151,8 +151,8 @@ class Evaluator:
     ) -> dict[str, frozenset[Row]]:
         prog = self.prog
         rels: dict[str, set[Row]] = {name: set() for name in prog.schemas}
-        for name, rows in prog.facts.items():
-            rels[name] |= set(rows)
+        for name, facts in prog.facts.items():
+            rels[name] |= set(facts)
         for name, rows in inputs.items():
             if name not in rels:
                 continue

@@ -104,8 +104,8 @@ def evaluate_naive(
     are given is not evaluated again. ``preds`` selects what to return (default: every IDB).
     """
     rels: dict[str, set[Row]] = {name: set() for name in prog.schemas}
-    for name, rows in prog.facts.items():
-        rels[name] |= set(rows)
+    for name, facts in prog.facts.items():
+        rels[name] |= set(facts)
     for name, rows in edb.items():
         if name in rels:
             schema = prog.schemas[name]

@@ -327,11 +327,10 @@ def _rule_env(rule: Rule, types: _Types, file: str) -> dict[str, str]:
             loc = _where(item.loc, file)
             lt = _expr_type(item.left, env, types, loc)
             rt = _expr_type(item.right, env, types, loc)
-            if lt is not None and rt is not None:
-                if (lt == "string") != (rt == "string"):
-                    raise AnalysisError(
-                        f"type mismatch in comparison {item}: {lt} vs {rt}", loc, TYPE_MISMATCH
-                    )
+            if lt is not None and rt is not None and (lt == "string") != (rt == "string"):
+                raise AnalysisError(
+                    f"type mismatch in comparison {item}: {lt} vs {rt}", loc, TYPE_MISMATCH
+                )
             if item.op == "=":
                 for target, t in ((item.left, rt), (item.right, lt)):
                     if isinstance(target, Var) and t is not None and target.name not in env:

@@ -183,7 +183,9 @@ def _negation_check(
         else:
             free.append(i)
     perm = tuple([i for i, _ in fixed] + free)
-    getters = [(a.value, None) if isinstance(a, Const) else (None, a.name) for _, a in fixed]
+    getters: list[tuple[Value, str | None]] = [
+        (a.value, None) if isinstance(a, Const) else (0, a.name) for _, a in fixed
+    ]
     pred = atom.pred
 
     def check(env: Env) -> bool:
@@ -217,9 +219,9 @@ def build_plan(
     # other one is checked where its last variable is bound.
     candidates: list[tuple[str, Expr, object]] = [(v, e, ("assign", i))
                                                   for i, (v, e) in enumerate(prep.assigns)]
-    for j, c in enumerate(prep.filters):
-        if c.op == "=":
-            for target, source in ((c.left, c.right), (c.right, c.left)):
+    for j, cmp in enumerate(prep.filters):
+        if cmp.op == "=":
+            for target, source in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
                 if isinstance(target, Var):
                     candidates.append((target.name, source, ("cmp", j)))
     chosen: set[object] = set()
@@ -235,12 +237,12 @@ def build_plan(
         if ("assign", i) not in chosen:
             deps = expr_vars(expr) | {var}
             levels[max(pos[d] for d in deps)].checks.append(_assign_check(var, expr))
-    for j, c in enumerate(prep.filters):
+    for j, cmp in enumerate(prep.filters):
         if ("cmp", j) in chosen:
             continue
-        check = _filter_check(c)
-        if c.vars:
-            levels[max(pos[d] for d in c.vars)].checks.append(check)
+        check = _filter_check(cmp)
+        if cmp.vars:
+            levels[max(pos[d] for d in cmp.vars)].checks.append(check)
         else:
             pre_checks.append(check)
     for neg in prep.negations:

@@ -6,6 +6,7 @@ and turns lark's exceptions into ``DL1xx`` errors with file, line and column.
 """
 
 import ast as pyast
+import contextlib
 import itertools
 from functools import cache
 from importlib import resources
@@ -263,7 +264,9 @@ class _Normalizer:
         lifted.append(Compare("=", v, arg, loc))
         return v
 
-    def atom(self, raw: tuple[str, list[Any], bool, Loc], lifted: list[Compare], head: bool) -> Atom:
+    def atom(
+        self, raw: tuple[str, list[Any], bool, Loc], lifted: list[Compare], head: bool
+    ) -> Atom:
         name, args, functional, loc = raw
         terms = tuple(self.term(a, lifted, loc, head) for a in args)
         return Atom(name, terms, functional, loc)
@@ -313,10 +316,12 @@ def _build(items: list[Any], file: str) -> Program:
                     out.append(Negation(atom, lit[2]))
                 elif isinstance(lit, tuple) and lit[0] == "cmp":
                     op, left, right = lit[1]
-                    out.append(Compare(op, norm.expr(left, lit[2]), norm.expr(right, lit[2]), lit[2]))
+                    loc = lit[2]
+                    out.append(Compare(op, norm.expr(left, loc), norm.expr(right, loc), loc))
                 else:
-                    out.append(norm.atom(lit, out_lifted := [], head=False))
-                    out.extend(out_lifted)
+                    atom_lifted: list[Compare] = []
+                    out.append(norm.atom(lit, atom_lifted, head=False))
+                    out.extend(atom_lifted)
             out.extend(lifted)
             rules.append(Rule(head, tuple(out), agg, loc))
     return Program(tuple(decls), tuple(rules), tuple(facts), file)
@@ -332,7 +337,8 @@ def parse_program(text: str, file: str = "<program>") -> Program:
             raise exc.orig_exc from None
         raise
     except lark.exceptions.UnexpectedCharacters as exc:
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+        at = exc.pos_in_stream or 0
+        char = text[at] if at < len(text) else "?"
         raise DeltalogSyntaxError(
             f"unexpected character {char!r}",
             Loc(file, exc.line, exc.column),
@@ -356,10 +362,8 @@ def parse_program(text: str, file: str = "<program>") -> Program:
             shown = repr(str(tok))
         expected = set(exc.expected)
         if exc.interactive_parser is not None:
-            try:
+            with contextlib.suppress(Exception):  # accepts() is advisory; else lark's set
                 expected = set(exc.interactive_parser.accepts()) or expected
-            except Exception:  # noqa: BLE001 - accepts() is advisory; keep lark's set
-                pass
         raise DeltalogSyntaxError(
             f"unexpected {shown}, expected {_describe(expected)}",
             where,

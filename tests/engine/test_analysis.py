@@ -42,7 +42,9 @@ def test_wildcards_in_negation_are_existential():
 
 
 def test_types_flow_through_rules_and_arithmetic():
-    prog = analyzed(".decl e(a: int, b: float)\np(x, z) :- e(x, y), z = y * 2.\nq(s) :- r(s), s != \"a\".")
+    prog = analyzed(
+        ".decl e(a: int, b: float)\np(x, z) :- e(x, y), z = y * 2.\nq(s) :- r(s), s != \"a\"."
+    )
     assert [c.type for c in prog.schemas["p"].columns] == ["int", "float"]
     assert [c.type for c in prog.schemas["q"].columns] == ["string"]
 

@@ -77,7 +77,8 @@ def test_syntax_error_from_the_installed_command_has_no_traceback(tmp_path):
         [str(exe), "eval", str(tmp_path / "bad.dl")], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == f"{tmp_path / 'bad.dl'}:2:1: error DL101: unexpected 'r', expected ',', '.', ';'\n"
+    expected = "error DL101: unexpected 'r', expected ',', '.', ';'"
+    assert proc.stderr == f"{tmp_path / 'bad.dl'}:2:1: {expected}\n"
     assert "Traceback" not in proc.stderr
 
 
