@@ -6,6 +6,7 @@ This is the ``recompute`` strategy, and the entry point the pipeline uses.
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from engine.analysis.check import AnalyzedProgram, Stratum, analyze
 from engine.heads import Row, aggregate_rows, check_functional, head_projection
@@ -35,8 +36,10 @@ class Database:
         if cached is None:
             if perm == tuple(range(len(perm))):
                 cached = sorted(rows)
+            elif len(perm) == 1:
+                cached = sorted(rows)
             else:
-                cached = sorted(tuple(r[c] for c in perm) for r in rows)
+                cached = sorted(map(itemgetter(*perm), rows))
             self._indexes[key] = cached
         return cached
 

@@ -100,8 +100,9 @@ def _bound_somewhere(prep: PreparedRule, v: str) -> bool:
 
 def choose_order(prep: PreparedRule, sizes: Mapping[int, int]) -> tuple[str, ...]:
     """Greedy, deterministic: assignments as soon as their inputs are bound (they cost one
-    value); otherwise the variable joined by most atoms, connected to what is bound,
-    in the smallest relation, then by name."""
+    value); otherwise a variable connected to what is bound, that keeps large atoms in their
+    column order (no permuted copy to sort), joined by most atoms, in the smallest
+    relation, then by name."""
     assign_sources = [(v, expr_vars(e)) for v, e in (*prep.assigns, *_compare_assignments(prep))]
     atom_vars = _atom_vars(prep)
     remaining = all_vars(prep)
@@ -116,11 +117,18 @@ def choose_order(prep: PreparedRule, sizes: Mapping[int, int]) -> tuple[str, ...
             if not candidates:
                 raise AssertionError(f"no variable can be bound next among {sorted(remaining)}")
 
-            def cost(v: str) -> tuple[int, int, int, str]:
+            def cost(v: str) -> tuple[int, int, int, int, str]:
                 holders = [a for a in prep.atoms if v in a.vars]
                 connected = not bound or any(set(a.vars) & bound for a in holders)
                 smallest = min(sizes.get(a.index, 0) for a in holders)
-                return (0 if connected else 1, -len(holders), smallest, v)
+                # Reading an atom out of its column order needs a sorted, permuted copy of
+                # the relation: prefer variables that keep large atoms in their own order.
+                permuted = sum(
+                    sizes.get(a.index, 0)
+                    for a in holders
+                    if next((x for x in a.vars if x not in bound), v) != v
+                )
+                return (0 if connected else 1, permuted.bit_length(), -len(holders), smallest, v)
 
             pick = min(candidates, key=cost)
         order.append(pick)
