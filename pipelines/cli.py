@@ -1,14 +1,19 @@
-"""The ``deltalog`` command line: ``deltalog eval PROGRAM.dl [--facts DIR]`` prints every
-IDB relation as sorted fact lines. Errors print ``FILE:LINE:COL: error DLnnn: message`` on
-stderr and exit 1, never a traceback."""
+"""The ``deltalog`` command line: ``eval`` prints every IDB relation as sorted fact lines;
+``run`` applies a transaction script (insert/delete/commit/dump). Errors print
+``FILE:LINE:COL: error DLnnn: message`` on stderr and exit 1, never a traceback."""
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.analysis.check import AnalyzedProgram
 from engine.errors import DeltalogError
 from engine.evaluate import evaluate, load_program
+from engine.heads import Row
+from engine.runtime import STRATEGIES, Delta, make_engine
+from engine.script import parse_script
 from engine.values import format_relations
 from pipelines.facts import load_facts_dir
 
@@ -26,6 +31,55 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_relation(prog: AnalyzedProgram, name: str, rows: frozenset[Row]) -> None:
+    lines = format_relations({name: rows}, [name] if prog.schemas[name].functional else [])
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    path = Path(args.program)
+    prog = load_program(path.read_text(encoding="utf-8"), str(path))
+    script_path = Path(args.script)
+    ops = parse_script(script_path.read_text(encoding="utf-8"), str(script_path), prog)
+    inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
+    engine = make_engine(prog, inputs, args.strategy)
+    pending: dict[str, dict[Row, bool]] = {}
+    commits = 0
+    for op in ops:
+        if op.kind in ("insert", "delete"):
+            assert op.pred is not None and op.row is not None
+            pending.setdefault(op.pred, {})[op.row] = op.kind == "insert"
+        elif op.kind == "commit":
+            deltas: dict[str, Delta] = {}
+            for pred, final in pending.items():
+                current = engine.relation(pred)
+                delta = {
+                    row: (1 if present else -1)
+                    for row, present in final.items()
+                    if present != (row in current)
+                }
+                if delta:
+                    deltas[pred] = delta
+            engine.apply(deltas)
+            pending = {}
+            commits += 1
+            if args.stats:
+                record = {"commit": commits, "strategy": engine.strategy}
+                record.update(engine.last_stats.as_dict())
+                print(json.dumps(record), file=sys.stderr)
+        elif op.pred is not None:
+            _print_relation(prog, op.pred, engine.relation(op.pred))
+        else:
+            for name in prog.idb:
+                _print_relation(prog, name, engine.relation(name))
+    if pending:
+        n = sum(len(v) for v in pending.values())
+        print(f"deltalog: note: {n} change(s) after the last commit were not applied",
+              file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deltalog", description="Incremental Datalog views over Delta Lake tables."
@@ -35,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("program", help="the program (.dl)")
     ev.add_argument("--facts", metavar="DIR", help="directory of <predicate>.csv files")
     ev.set_defaults(func=_cmd_eval)
+    run = sub.add_parser("run", help="run a transaction script (insert/delete/commit/dump)")
+    run.add_argument("program", help="the program (.dl)")
+    run.add_argument("--script", required=True, help="the transaction script")
+    run.add_argument("--facts", metavar="DIR", help="initial EDB: directory of <pred>.csv")
+    run.add_argument("--strategy", default="recompute", choices=STRATEGIES,
+                     help="evaluation strategy (default: recompute)")
+    run.add_argument("--stats", action="store_true",
+                     help="print one JSON line of work counters per commit on stderr")
+    run.set_defaults(func=_cmd_run)
     return parser
 
 

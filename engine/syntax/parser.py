@@ -282,16 +282,43 @@ class _Normalizer:
         return e
 
 
+# Primitive functions in the paper's form (seed 000 §1.3): ``add[x, y] = z`` is ``z = x + y``.
+PRIMITIVES = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%"}
+
+
+def _primitive(raw: tuple[str, list[Any], bool, Loc], norm: "_Normalizer") -> Compare | None:
+    name, args, functional, loc = raw
+    if name not in PRIMITIVES:
+        return None
+    if not functional or len(args) != 3:
+        raise DeltalogSyntaxError(
+            f"'{name}' is a primitive: write {name}[x, y] = z", loc, SYNTAX_UNEXPECTED
+        )
+    x, y, z = (norm.expr(a, loc) for a in args)
+    return Compare("=", z, BinOp(PRIMITIVES[name], x, y), loc)
+
+
+def _reserved(name: str, loc: Loc | None) -> None:
+    if name in PRIMITIVES:
+        raise DeltalogSyntaxError(
+            f"'{name}' is a primitive ({name}[x, y] = z) and cannot be defined or declared",
+            loc,
+            SYNTAX_UNEXPECTED,
+        )
+
+
 def _build(items: list[Any], file: str) -> Program:
     decls: list[Decl] = []
     rules: list[Rule] = []
     facts: list[Atom] = []
     for item in items:
         if isinstance(item, Decl):
+            _reserved(item.name, item.loc)
             decls.append(item)
             continue
         kind, payload, loc = item
         norm = _Normalizer()
+        _reserved(payload[0] if kind == "fact" else payload[0][0], loc)
         if kind == "fact":
             lifted: list[Compare] = []
             atom = norm.atom(payload, lifted, head=True)
@@ -309,7 +336,15 @@ def _build(items: list[Any], file: str) -> Program:
             head = norm.atom(raw_head, lifted, head=True)
             out: list[BodyItem] = []
             for lit in conj:
-                if isinstance(lit, tuple) and lit[0] == "neg":
+                prim = _primitive(lit, norm) if len(lit) == 4 else None
+                if prim is not None:
+                    out.append(prim)
+                elif isinstance(lit, tuple) and lit[0] == "neg":
+                    if _primitive(lit[1], norm) is not None:
+                        raise DeltalogSyntaxError(
+                            "a negated primitive is not supported: use a comparison",
+                            lit[2], SYNTAX_UNEXPECTED,
+                        )
                     neg_lifted: list[Compare] = []
                     atom = norm.atom(lit[1], neg_lifted, head=False)
                     out.extend(neg_lifted)
