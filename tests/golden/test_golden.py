@@ -1,4 +1,5 @@
-"""Golden programs: ``<case>/program.dl`` (+ optional ``facts/``) run through the CLI and
+"""Golden programs: ``<case>/program.dl`` (+ optional ``facts/``, and ``script.txt`` for a
+transaction script run with ``deltalog run``) go through the CLI and are
 compared with ``expected.txt`` (stdout) or ``expected_error.txt`` (stderr, exit 1).
 
 Regenerate with ``DELTALOG_UPDATE_GOLDENS=1 make test`` and review the diff."""
@@ -20,6 +21,8 @@ def test_golden(case, capsys, monkeypatch):
     folder = HERE / case
     monkeypatch.chdir(folder)  # paths in error messages are relative to the case folder
     argv = ["eval", "program.dl"]
+    if (folder / "script.txt").exists():
+        argv = ["run", "program.dl", "--script", "script.txt"]
     if (folder / "facts").is_dir():
         argv += ["--facts", "facts"]
     rc = main(argv)
@@ -38,4 +41,4 @@ def test_golden(case, capsys, monkeypatch):
 
 
 def test_there_are_goldens():
-    assert len(CASES) >= 5
+    assert len(CASES) >= 15
