@@ -1,0 +1,63 @@
+"""Worst-case optimality shown by work counters, not clocks (seed 000 §1.2).
+
+Instance family for the triangle query ``t(x, y, z) :- e(x, y), e(y, z), e(z, x)``: a star
+around node 0 (m edges each way) plus a complete digraph on k = sqrt(m) other nodes, so
+N = |e| ~ 3m. A pairwise plan materializes e(x, y) ⋈ e(y, z) first, which holds m^2 pairs
+through node 0: it grows like N^2. The output has ~k^3 = N^1.5 triangles, and leapfrog
+triejoin's iterator operations grow like N^1.5 too (the AGM bound for triangles).
+"""
+
+import math
+
+from engine.evaluate import evaluate, load_program
+from engine.join.trie import JoinStats
+
+TRIANGLES = ".decl e(a: int, b: int)\nt(x, y, z) :- e(x, y), e(y, z), e(z, x)."
+
+
+def instance(m: int) -> set[tuple[int, int]]:
+    k = math.isqrt(m)
+    star = {(0, i) for i in range(1, m + 1)} | {(i, 0) for i in range(1, m + 1)}
+    base = m + 1
+    clique = {(base + a, base + b) for a in range(k) for b in range(k) if a != b}
+    return star | clique
+
+
+def pairwise_intermediate(edges: set[tuple[int, int]]) -> int:
+    """|e(x, y) ⋈ e(y, z)|: sum over y of in-degree times out-degree."""
+    indeg: dict[int, int] = {}
+    outdeg: dict[int, int] = {}
+    for a, b in edges:
+        outdeg[a] = outdeg.get(a, 0) + 1
+        indeg[b] = indeg.get(b, 0) + 1
+    return sum(indeg[y] * outdeg.get(y, 0) for y in indeg)
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of log(ys) against log(xs)."""
+    lx = [math.log(x) for x in xs]
+    ly = [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum(
+        (a - mx) ** 2 for a in lx
+    )
+
+
+def test_lftj_work_grows_like_n_to_1_5_while_pairwise_grows_like_n_squared():
+    prog = load_program(TRIANGLES, "triangles.dl")
+    sizes, lftj_ops, pairwise = [], [], []
+    for m in (400, 1600, 6400):
+        edges = instance(m)
+        stats = JoinStats()
+        result = evaluate(prog, {"e": edges}, stats=stats)
+        k = math.isqrt(m)
+        assert len(result["t"]) == k * (k - 1) * (k - 2)  # only the clique has triangles
+        sizes.append(len(edges))
+        lftj_ops.append(stats.operations)
+        pairwise.append(pairwise_intermediate(edges))
+    lftj_exp = slope(sizes, lftj_ops)
+    pair_exp = slope(sizes, pairwise)
+    assert 1.3 <= lftj_exp <= 1.7, (sizes, lftj_ops, lftj_exp)
+    assert pair_exp >= 1.9, (sizes, pairwise, pair_exp)
+    # and in absolute terms the pairwise intermediate dwarfs LFTJ's work at the largest size
+    assert pairwise[-1] > 20 * lftj_ops[-1]
