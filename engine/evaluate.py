@@ -34,9 +34,7 @@ class Database:
         key = (id(rows), perm)
         cached = self._indexes.get(key)
         if cached is None:
-            if perm == tuple(range(len(perm))):
-                cached = sorted(rows)
-            elif len(perm) == 1:
+            if perm == tuple(range(len(perm))) or len(perm) == 1:
                 cached = sorted(rows)
             else:
                 cached = sorted(map(itemgetter(*perm), rows))

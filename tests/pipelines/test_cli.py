@@ -85,3 +85,35 @@ def test_syntax_error_from_the_installed_command_has_no_traceback(tmp_path):
 def test_missing_program_file(tmp_path, capsys):
     assert main(["eval", str(tmp_path / "nope.dl")]) == 2
     assert "No such file" in capsys.readouterr().err
+
+
+def test_run_applies_changes_at_commit_and_prints_stats(tmp_path, capsys):
+    import json
+
+    write(tmp_path, {
+        "p.dl": ".decl e(a: int, b: int)\ntc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), e(y, z).\n",
+        "s.txt": "insert e(1, 2).\ninsert e(2, 3).\ndump tc.\ncommit.\ndump tc.\n"
+                 "delete e(2, 3).\ncommit.\ndump.\n",
+    })
+    rc = main(["run", str(tmp_path / "p.dl"), "--script", str(tmp_path / "s.txt"), "--stats"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert out.splitlines() == [
+        "tc(1, 2).", "tc(1, 3).", "tc(2, 3).",  # after the first commit (nothing before)
+        "tc(1, 2).",
+    ]
+    stats = [json.loads(line) for line in err.splitlines()]
+    assert [s["commit"] for s in stats] == [1, 2]
+    assert stats[0]["idb_inserted"] == 3 and stats[1]["idb_erased"] == 2
+    assert all(s["strategy"] == "recompute" and s["iterator_ops"] > 0 for s in stats)
+
+
+def test_run_script_errors_point_at_the_script(tmp_path, capsys):
+    write(tmp_path, {
+        "p.dl": ".decl e(a: int, b: int)\ntc(x, y) :- e(x, y).\n",
+        "s.txt": "insert e(1, 2).\n\ninsert tc(1, 2).\n",
+    })
+    rc = main(["run", str(tmp_path / "p.dl"), "--script", str(tmp_path / "s.txt")])
+    assert rc == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{tmp_path / 's.txt'}:3:8: error DL206: 'tc' is derived by rules")
