@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from engine.analysis.check import AnalyzedProgram
 from engine.heads import Row, aggregate_rows, check_functional, head_row
 from engine.semantics import coerce, compare, eval_expr
-from engine.syntax.ast import Atom, BodyItem, Compare, Negation, Rule, Value, Var
+from engine.syntax.ast import Atom, BodyItem, Compare, Negation, Rule, Value, Var, expr_vars
 
 
 def _match(atom: Atom, row: Row, env: dict[str, Value]) -> dict[str, Value] | None:
@@ -26,21 +26,34 @@ def _match(atom: Atom, row: Row, env: dict[str, Value]) -> dict[str, Value] | No
     return new
 
 
-def _ready(item: BodyItem, env: Mapping[str, Value]) -> bool:
+def _ready(item: BodyItem, env: Mapping[str, Value], assigned: frozenset[str]) -> bool:
     if isinstance(item, Atom):
         return True
     if isinstance(item, Negation):
-        return all(v in env or v.startswith("_") for v in item.atom.vars)
+        # a fresh variable is existential inside the negation unless an assignment binds it
+        return all(
+            v in env or (v.startswith("_") and v not in assigned) for v in item.atom.vars
+        )
     if all(v in env for v in item.vars):
         return True
     if item.op == "=":
         for target, source in ((item.left, item.right), (item.right, item.left)):
-            if isinstance(target, Var) and target.name not in env:
-                from engine.syntax.ast import expr_vars
-
-                if expr_vars(source) <= env.keys():
-                    return True
+            if (
+                isinstance(target, Var)
+                and target.name not in env
+                and expr_vars(source) <= env.keys()
+            ):
+                return True
     return False
+
+
+def _assigned(items: list[BodyItem]) -> frozenset[str]:
+    """Variables that occur alone on one side of an ``=`` compare (possible assignments)."""
+    out: set[str] = set()
+    for it in items:
+        if isinstance(it, Compare) and it.op == "=":
+            out |= {side.name for side in (it.left, it.right) if isinstance(side, Var)}
+    return frozenset(out)
 
 
 def _solve(
@@ -49,9 +62,12 @@ def _solve(
     if not items:
         yield env
         return
+    assigned = _assigned(items)
     # Filters, assignments and negations first when they can run; then the first atom.
-    idx = next((i for i, it in enumerate(items) if not isinstance(it, Atom) and _ready(it, env)),
-               None)
+    idx = next(
+        (i for i, it in enumerate(items) if not isinstance(it, Atom) and _ready(it, env, assigned)),
+        None,
+    )
     if idx is None:
         idx = next((i for i, it in enumerate(items) if isinstance(it, Atom)), None)
         if idx is None:

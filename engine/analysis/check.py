@@ -336,6 +336,13 @@ def _rule_env(rule: Rule, types: _Types, file: str) -> dict[str, str]:
                     if isinstance(target, Var) and t is not None and target.name not in env:
                         env[target.name] = t
                         changed = True
+    # A variable of unknown type used in arithmetic is a number.
+    for item in rule.body:
+        if isinstance(item, Compare):
+            for side in (item.left, item.right):
+                if isinstance(side, BinOp):
+                    for v in _expr_vars(side):
+                        env.setdefault(v, "int")
     if rule.aggregate is not None:
         agg = rule.aggregate
         arg_t = env.get(agg.arg.name) if agg.arg is not None else None
@@ -373,6 +380,16 @@ def _infer_types(program: Program, decls: dict[str, Decl]) -> _Types:
         changed = False
         for rule in program.rules:
             env = _rule_env(rule, types, program.file)
+            # Types also flow into the undeclared columns the body reads.
+            for item in rule.body:
+                atom = item.atom if isinstance(item, Negation) else item
+                if isinstance(atom, Atom):
+                    for i, arg in enumerate(atom.args):
+                        if isinstance(arg, Var) and types.col(atom.pred, i) is None:
+                            changed |= types.flow_into(
+                                atom.pred, i, env.get(arg.name),
+                                _where(atom.loc, program.file), str(atom),
+                            )
             for i, arg in enumerate(rule.head.args):
                 t = env.get(arg.name) if isinstance(arg, Var) else _const_type(arg.value)
                 changed |= types.flow_into(

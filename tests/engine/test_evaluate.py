@@ -128,3 +128,14 @@ def test_every_variable_order_gives_the_same_result(text, data, rnd):
         for order in orders[:24]:
             got = Evaluator(prog, orders={i: order}).run(data)
             assert got == want, (text, i, order)
+
+
+def test_expression_inside_a_negation_is_bound_by_its_assignment():
+    text = "q(1). q(5). r(2).\np(x) :- q(x), !r(x + 1)."
+    got, want = both(text, {})
+    assert got == want and got["p"] == {(5,)}
+
+
+def test_undeclared_columns_used_in_arithmetic_are_numbers():
+    prog = load_program("p(y) :- q(x), y = x + 1.", "t.dl")
+    assert prog.schemas["q"].columns[0].type == "int"
