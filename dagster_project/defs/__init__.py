@@ -1,0 +1,24 @@
+"""Factories that turn one ``PipelineSpec`` into Dagster definitions (one module per kind).
+
+Submodules: ``resources`` (warehouse root, lazy Spark), ``edb`` (one asset per EDB table),
+``idb`` (one multi-asset per stratum), ``checks`` (Spark recompute check per IDB predicate).
+"""
+
+import dagster as dg
+
+from dagster_project.defs.checks import idb_checks
+from dagster_project.defs.edb import asset_key, edb_assets
+from dagster_project.defs.idb import idb_assets
+from pipelines.spec import PipelineSpec
+
+
+def pipeline_definitions(spec: PipelineSpec) -> dg.Definitions:
+    """Assets and checks of one pipeline; resources ``warehouse`` and ``spark`` come from the
+    caller (see ``resources.local_resources``), so the same factories serve every environment."""
+    return dg.Definitions(
+        assets=[*edb_assets(spec), *idb_assets(spec)],
+        asset_checks=idb_checks(spec),
+    )
+
+
+__all__ = ["asset_key", "edb_assets", "idb_assets", "idb_checks", "pipeline_definitions"]

@@ -1,0 +1,76 @@
+"""One multi-asset per stratum (a recursive component or a single predicate): one AssetSpec
+per IDB predicate, with deps from the rule bodies; the body calls ``materialize_stratum``."""
+
+from typing import Any
+
+import dagster as dg
+
+from dagster_project.defs.edb import KINDS, asset_key
+from dagster_project.defs.resources import WarehouseResource
+from engine.errors import DeltalogError
+from pipelines.materialize import StratumResult, materialize_stratum
+from pipelines.spec import PipelineSpec
+from schemas.relation import dagster_table_schema
+
+
+def _metadata(spec: PipelineSpec, result: StratumResult, uri: str) -> dict[str, Any]:
+    return {
+        "dagster/row_count": result.rows,
+        "dagster/column_schema": dagster_table_schema(spec.program.schemas[result.pred]),
+        "inserted": result.inserted,
+        "deleted": result.deleted,
+        "input_versions": dg.MetadataValue.json(result.input_versions),
+        "edb_versions": dg.MetadataValue.json(result.edb_versions),
+        "table_version": result.table_version,
+        "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+        "uri": dg.MetadataValue.path(uri),
+    }
+
+
+def _describe(spec: PipelineSpec, pred: str, recursive: bool) -> str:
+    rules = [r for r in spec.program.program.rules if r.head.pred == pred]
+    shown = "\n".join(f"    {r}" for r in rules)
+    kind = "recursive " if recursive else ""
+    return (
+        f"IDB `{pred}` of pipeline {spec.name} ({kind}stratum), written to "
+        f"`{spec.idb_tables[pred]}` in the warehouse. Rules:\n\n{shown}"
+    )
+
+
+def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
+    stratum = spec.program.strata[index]
+    specs = [
+        dg.AssetSpec(
+            key=asset_key(spec, pred),
+            deps=[asset_key(spec, q) for q in spec.upstream_of((pred,), exclude=stratum.preds)],
+            group_name=spec.name,
+            kinds=KINDS,
+            description=_describe(spec, pred, stratum.recursive),
+            metadata={"table_path": spec.idb_tables[pred], "stratum": index},
+        )
+        for pred in stratum.preds
+    ]
+    name = f"{spec.name}__{'__'.join(stratum.preds)}"[:200]
+
+    @dg.multi_asset(
+        name=name,
+        specs=specs,
+        description=f"Stratum {index} of {spec.name}: {', '.join(stratum.preds)}",
+    )
+    def _materialize(warehouse: WarehouseResource):
+        try:
+            results = materialize_stratum(warehouse.root, spec, index)
+        except DeltalogError as err:
+            raise dg.Failure(description=str(err), allow_retries=False) from None
+        for result in results:
+            yield dg.MaterializeResult(
+                asset_key=asset_key(spec, result.pred),
+                metadata=_metadata(spec, result, spec.table_uri(warehouse.root, result.pred)),
+            )
+
+    return _materialize
+
+
+def idb_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
+    """One multi-asset per stratum of ``spec``, in evaluation order."""
+    return [_stratum_asset(spec, i) for i in range(len(spec.program.strata))]

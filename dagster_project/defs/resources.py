@@ -1,0 +1,63 @@
+"""Resources: where the warehouse is, and a Spark session started only when asked for.
+
+Environments differ by the resource set passed to ``Definitions`` (a test passes a
+``tmp_path`` warehouse), never by branches inside asset bodies.
+"""
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import dagster as dg
+from pydantic import Field
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WAREHOUSE_ENV = "DELTALOG_WAREHOUSE"
+
+
+def default_warehouse_root() -> str:
+    """``$DELTALOG_WAREHOUSE``, or ``warehouse/`` in the repository."""
+    return os.environ.get(WAREHOUSE_ENV) or str(REPO_ROOT / "warehouse")
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The folder under which the pipelines' Delta tables live."""
+
+    root: str = Field(
+        default_factory=default_warehouse_root,
+        description=(
+            "Warehouse root folder; every table path in pipeline.toml is relative to it. "
+            f"Default: ${WAREHOUSE_ENV}, else warehouse/ in the repository."
+        ),
+    )
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root)
+
+
+class SparkResource(dg.ConfigurableResource):
+    """A local Spark session, created on first use (assets that never call ``session()``
+    start no JVM) and shared by the whole process."""
+
+    app_name: str = Field(
+        default="deltalog", description="Spark application name (shown in Spark's logs)."
+    )
+
+    def session(self) -> "SparkSession":
+        from pyspark.sql import SparkSession
+
+        from pipelines.spark_session import make_spark_session
+
+        # Reuse the process's session as is (the builder would warn about ignored settings).
+        active = SparkSession.getActiveSession()
+        return active if active is not None else make_spark_session(self.app_name)
+
+
+def local_resources(root: str | Path | None = None) -> dict[str, dg.ConfigurableResource]:
+    """The resource set of a local run: the warehouse at ``root`` (default as above)."""
+    warehouse = WarehouseResource() if root is None else WarehouseResource(root=str(root))
+    return {"warehouse": warehouse, "spark": SparkResource()}

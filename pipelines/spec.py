@@ -1,0 +1,170 @@
+"""A pipeline: a Datalog program plus the binding of its relations to Delta tables.
+
+A pipeline lives in a folder ``pipelines/<name>/`` with ``program.dl`` and ``pipeline.toml``;
+the binding is checked against the analyzed program here, once, so that the Dagster factories
+and the materialization code can trust it.
+"""
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.errors import DeltalogError
+from engine.evaluate import load_program
+
+PIPELINES_DIR = Path(__file__).resolve().parent
+PROGRAM_FILE = "program.dl"
+BINDING_FILE = "pipeline.toml"
+BAD_BINDING = "DL401"
+
+
+class BindingError(DeltalogError):
+    """``pipeline.toml`` does not match the program, or is not valid TOML."""
+
+    code = BAD_BINDING
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A checked pipeline: every EDB predicate read from a table, every IDB written to one.
+
+    Table paths are relative to a warehouse root (see ``table_uri``). EDB predicates whose
+    facts are all in the program itself may stay unbound: they have no table.
+    """
+
+    name: str
+    directory: Path
+    program: AnalyzedProgram
+    edb_tables: Mapping[str, str]
+    idb_tables: Mapping[str, str]
+
+    def table_uri(self, root: str | Path, pred: str) -> str:
+        """Where the table of ``pred`` lives under the warehouse ``root``."""
+        rel = self.edb_tables.get(pred) or self.idb_tables.get(pred)
+        if rel is None:
+            raise KeyError(f"pipeline '{self.name}' binds no table to '{pred}'")
+        return str(Path(root) / rel)
+
+    def stratum_of(self, pred: str) -> int:
+        """Index (in evaluation order) of the stratum that defines IDB ``pred``."""
+        for i, stratum in enumerate(self.program.strata):
+            if pred in stratum.preds:
+                return i
+        raise KeyError(f"'{pred}' is not an IDB predicate of pipeline '{self.name}'")
+
+    def upstream(self, stratum: Stratum) -> tuple[str, ...]:
+        """Bound predicates that the rules of ``stratum`` read, outside the stratum itself."""
+        return self.upstream_of(stratum.preds, exclude=stratum.preds)
+
+    def upstream_of(self, preds: tuple[str, ...], exclude: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """Bound predicates that the rules of ``preds`` read, minus ``exclude``."""
+        body = set().union(*(self.program.dependencies.get(p, frozenset()) for p in preds))
+        bound = set(self.edb_tables) | set(self.idb_tables)
+        return tuple(sorted((body - set(exclude)) & bound))
+
+    def edb_closure(self, pred: str) -> tuple[str, ...]:
+        """Bound EDB predicates that ``pred`` depends on, directly or through other IDBs."""
+        seen: set[str] = set()
+        todo = [pred]
+        while todo:
+            for dep in self.program.dependencies.get(todo.pop(), frozenset()):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return tuple(sorted(seen & set(self.edb_tables)))
+
+
+def _resolve(name_or_dir: str | Path) -> Path:
+    path = Path(name_or_dir)
+    if path.is_dir():
+        return path.resolve()
+    candidate = PIPELINES_DIR / str(name_or_dir)
+    if isinstance(name_or_dir, str) and "/" not in name_or_dir and candidate.is_dir():
+        return candidate
+    raise BindingError(f"no pipeline folder '{name_or_dir}' (looked in {PIPELINES_DIR})")
+
+
+def _section(data: Mapping[str, object], key: str, where: str) -> dict[str, str]:
+    section = data.get(key, {})
+    if not isinstance(section, dict):
+        raise BindingError(f'[{key}] must be a table of predicate = "path" entries', where)
+    for pred, path in section.items():
+        if not isinstance(path, str) or not path.strip():
+            raise BindingError(f"[{key}] {pred} must be a non-empty string path", where)
+        p = PurePosixPath(path)
+        if p.is_absolute() or ".." in p.parts or "\\" in path:
+            raise BindingError(
+                f'[{key}] {pred} = "{path}" must be a relative path inside the warehouse',
+                where,
+            )
+    return dict(section)
+
+
+def check_binding(
+    prog: AnalyzedProgram, edb: Mapping[str, str], idb: Mapping[str, str], where: str
+) -> None:
+    """Raise ``BindingError`` unless the binding and the program agree exactly."""
+    problems: list[str] = []
+    for pred in sorted(edb):
+        if pred in prog.idb:
+            problems.append(f"'{pred}' is derived by rules (IDB): move it to [idb]")
+        elif pred not in prog.schemas:
+            problems.append(f"[edb] binds '{pred}', which the program does not use")
+    for pred in sorted(idb):
+        if pred in prog.edb:
+            problems.append(f"'{pred}' is a base relation (EDB): move it to [edb]")
+        elif pred not in prog.schemas:
+            problems.append(f"[idb] binds '{pred}', which the program does not define")
+    for pred in prog.edb:
+        if pred not in edb and pred not in prog.facts:
+            problems.append(f"EDB predicate '{pred}' has no table: add it to [edb]")
+    for pred in prog.idb:
+        if pred not in idb:
+            problems.append(f"IDB predicate '{pred}' has no output table: add it to [idb]")
+    for pred in (*edb, *idb):
+        if pred in prog.schemas and prog.schemas[pred].arity == 0:
+            problems.append(f"'{pred}' has no columns and cannot be stored as a table")
+    paths: dict[str, str] = {}
+    for pred, path in (*edb.items(), *idb.items()):
+        key = str(PurePosixPath(path))
+        if key in paths:
+            problems.append(f"'{pred}' and '{paths[key]}' are bound to the same table {path}")
+        paths[key] = pred
+    if problems:
+        raise BindingError("; ".join(problems), where)
+
+
+def load_pipeline(name_or_dir: str | Path) -> PipelineSpec:
+    """The pipeline in ``pipelines/<name>/`` (or in the folder given), checked.
+
+    Raises ``DeltalogError``: DL1xx/DL2xx for the program, DL401 for ``pipeline.toml``.
+    """
+    directory = _resolve(name_or_dir)
+    program_path = directory / PROGRAM_FILE
+    binding_path = directory / BINDING_FILE
+    for path in (program_path, binding_path):
+        if not path.is_file():
+            raise BindingError(f"missing {path.name} in pipeline folder {directory}")
+    prog = load_program(program_path.read_text(encoding="utf-8"), str(program_path))
+    where = str(binding_path)
+    try:
+        data = tomllib.loads(binding_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise BindingError(f"not valid TOML: {err}", where) from None
+    unknown = sorted(set(data) - {"name", "edb", "idb"})
+    if unknown:
+        raise BindingError(f"unknown section(s) {', '.join(unknown)}; expected [edb], [idb]", where)
+    name = data.get("name", directory.name)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise BindingError(f"pipeline name {name!r} must be an identifier", where)
+    edb = _section(data, "edb", where)
+    idb = _section(data, "idb", where)
+    check_binding(prog, edb, idb, where)
+    return PipelineSpec(name, directory, prog, edb, idb)
+
+
+def discover_pipelines(base: Path = PIPELINES_DIR) -> list[Path]:
+    """Pipeline folders under ``base``: every sub-folder with a ``pipeline.toml``."""
+    return sorted(p.parent for p in base.glob(f"*/{BINDING_FILE}"))

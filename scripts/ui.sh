@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The Dagster UI on http://127.0.0.1:3000 (override with DAGSTER_PORT), with run history kept
+# in .dagster_home. dagster is exec'd through a tiny Python wrapper that restores the default
+# SIGINT handler: a background job from a non-interactive shell inherits SIGINT as ignored,
+# and dagster dev would then ignore Ctrl-C and SIGTERM (see STACK.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DAGSTER_HOME="$PWD/.dagster_home"
+export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
+PORT=${DAGSTER_PORT:-3000}
+exec .venv/bin/python -c '
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])
+' .venv/bin/dagster dev -h 127.0.0.1 -p "$PORT" -m dagster_project.definitions

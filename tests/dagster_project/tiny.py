@@ -1,0 +1,67 @@
+"""A tiny pipeline for the Dagster tests: a cyclic graph with recursion, mutual recursion,
+negation and a count aggregate, written to a temporary folder with its EDB Delta tables."""
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipelines.spec import PipelineSpec, load_pipeline
+from pipelines.warehouse import write_edb
+
+PROGRAM = """\
+.decl edge(src: int, dst: int)
+.decl node(id: int, label: string)
+.decl start(id: int)
+
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+
+even(x) :- start(x).
+even(y) :- odd(x), edge(x, y).
+odd(y) :- even(x), edge(x, y).
+
+unreachable(x, y) :- node(x, _), node(y, _), !path(x, y).
+out_degree[x] = n <- agg<<n = count()>> edge(x, _).
+"""
+
+BINDING = """\
+[edb]
+edge = "tiny/edb/edge"
+node = "tiny/edb/node"
+start = "tiny/edb/start"
+
+[idb]
+path = "tiny/idb/path"
+even = "tiny/idb/even"
+odd = "tiny/idb/odd"
+unreachable = "tiny/idb/unreachable"
+out_degree = "tiny/idb/out_degree"
+"""
+
+EDGES_V1 = [(1, 2), (2, 3), (3, 1), (3, 4), (5, 6)]
+NODES = [(i, f"n{i}") for i in range(1, 8)]
+START = [(1,)]
+
+
+def edge_table(edges: list[tuple[int, int]]) -> pa.Table:
+    return pa.table({"src": [e[0] for e in edges], "dst": [e[1] for e in edges]})
+
+
+def edb_tables(edges: list[tuple[int, int]]) -> dict[str, pa.Table]:
+    return {
+        "edge": edge_table(edges),
+        "node": pa.table({"id": [n[0] for n in NODES], "label": [n[1] for n in NODES]}),
+        "start": pa.table({"id": [s[0] for s in START]}),
+    }
+
+
+def make_pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
+    """Write the pipeline folder and the EDB tables (version 1); return (spec, warehouse)."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
+    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
+    spec = load_pipeline(folder)
+    root = tmp_path / "warehouse"
+    write_edb(root, spec, edb_tables(EDGES_V1))
+    return spec, root

@@ -1,0 +1,130 @@
+"""The Delta adapter: a table made equal to a new set of rows changes in one commit that
+carries exactly the inserts and deletes in its change feed, plus our commit metadata."""
+
+import json
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from pipelines import delta_io
+from schemas.relation import arrow_to_rows
+
+SCHEMA = pa.schema(
+    [
+        pa.field("src", pa.int64(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("weight", pa.float64(), nullable=False),
+    ]
+)
+
+
+def _table(rows: list[tuple[int, str, float]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"src": s, "label": lab, "weight": w} for s, lab, w in rows], schema=SCHEMA
+    )
+
+
+@pytest.fixture
+def uri(tmp_path) -> str:
+    path = str(tmp_path / "t")
+    assert delta_io.create_table(path, SCHEMA) == 0
+    return path
+
+
+V1 = [(1, "a", 0.5), (2, "b", 1.0), (3, "c", 1.5)]
+V2 = [(1, "a", 0.5), (3, "c", 1.5), (4, "d", 2.0), (5, "é", -1.0)]
+
+
+def test_create_enables_change_data_feed(uri):
+    dt = DeltaTable(uri)
+    assert dt.version() == 0
+    assert dt.metadata().configuration["delta.enableChangeDataFeed"] == "true"
+    assert delta_io.read_arrow(uri).num_rows == 0
+    assert delta_io.arrow_schema_of(uri).names == SCHEMA.names
+
+
+def test_replace_contents_is_one_commit_with_exact_change_feed(uri):
+    assert delta_io.replace_contents(uri, _table(V1), {"step": "one"}) == (3, 0, 1)
+    inserted, deleted, version = delta_io.replace_contents(
+        uri, _table(V2), {"step": "two", "inputs": {"edge": 7}}
+    )
+    assert (inserted, deleted, version) == (2, 1, 2)
+    assert arrow_to_rows(delta_io.read_arrow(uri)) == set(V2)
+    cdf = pa.table(DeltaTable(uri).load_cdf(starting_version=2, ending_version=2))
+    changes = {
+        (r["src"], r["label"], r["_change_type"], r["_commit_version"]) for r in cdf.to_pylist()
+    }
+    assert changes == {(2, "b", "delete", 2), (4, "d", "insert", 2), (5, "é", "insert", 2)}
+    info = delta_io.commit_metadata(uri, 2)
+    assert info["step"] == "two"
+    assert json.loads(info["inputs"]) == {"edge": 7}
+    assert info["operation"] == "MERGE"
+
+
+def test_replace_contents_collapses_duplicates(uri):
+    assert delta_io.replace_contents(uri, _table([*V1, *V1]), {}) == (3, 0, 1)
+    assert delta_io.row_count(uri) == 3
+
+
+def test_no_commit_when_nothing_changed(uri):
+    delta_io.replace_contents(uri, _table(V1), {"step": "one"})
+    reordered = _table(list(reversed(V1)))
+    assert delta_io.replace_contents(uri, reordered, {"step": "again"}) == (0, 0, 1)
+    assert delta_io.table_version(uri) == 1
+    assert delta_io.commit_metadata(uri)["step"] == "one"
+
+
+def test_replace_with_empty_deletes_everything(uri):
+    delta_io.replace_contents(uri, _table(V1), {})
+    assert delta_io.replace_contents(uri, SCHEMA.empty_table(), {}) == (0, 3, 2)
+    assert delta_io.row_count(uri) == 0
+
+
+def test_read_at_an_older_version(uri):
+    delta_io.replace_contents(uri, _table(V1), {})
+    delta_io.replace_contents(uri, _table(V2), {})
+    assert arrow_to_rows(delta_io.read_arrow(uri, version=1)) == set(V1)
+    assert arrow_to_rows(delta_io.read_arrow(uri, version=0)) == set()
+    assert delta_io.row_count(uri, version=1) == 3
+    assert delta_io.row_count(uri) == 4
+
+
+def test_read_gives_plain_strings(uri):
+    delta_io.replace_contents(uri, _table(V1), {})
+    assert delta_io.read_arrow(uri).schema.field("label").type == pa.string()
+
+
+def test_stamp_records_metadata_without_rows(uri):
+    delta_io.replace_contents(uri, _table(V1), {})
+    assert delta_io.stamp(uri, {"why": "empty result"}) == 2
+    assert delta_io.history(uri)[0]["why"] == "empty result"
+    assert delta_io.row_count(uri) == 3
+
+
+@pytest.mark.spark
+def test_spark_dataframe_reads_a_version_through_arrow(uri, spark):
+    delta_io.replace_contents(uri, _table(V1), {})
+    delta_io.replace_contents(uri, _table(V2), {})
+    df = delta_io.spark_dataframe(spark, uri, version=1)
+    assert {tuple(r) for r in df.collect()} == set(V1)
+
+
+def test_rows_arrow_round_trip_and_string_views():
+    from engine.analysis.check import RelationSchema
+    from engine.syntax.ast import Column
+    from schemas.relation import arrow_schema, rows_to_arrow
+
+    schema = RelationSchema(
+        "r", (Column("n", "int"), Column("s", "string"), Column("x", "float")), False
+    )
+    rows = {(1, "a", 0.5), (2, "ü", 2.0)}
+    table = rows_to_arrow(schema, rows)
+    assert table.schema == arrow_schema(schema)
+    assert not any(f.nullable for f in table.schema)
+    assert arrow_to_rows(table) == rows
+    viewed = table.cast(
+        pa.schema([("n", pa.int64()), ("s", pa.string_view()), ("x", pa.float64())])
+    )
+    assert arrow_to_rows(viewed) == rows
+    assert rows_to_arrow(schema, []).num_rows == 0
