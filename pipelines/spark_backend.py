@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum
+from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum, bound_vars
 from engine.errors import FUNCTIONAL_CONFLICT, NOT_SUPPORTED, DataError, NotSupportedError
 from engine.syntax.ast import (
     Atom,
@@ -84,25 +84,8 @@ def _expr_type(expr: Expr, types: Mapping[str, str]) -> str:
 
 def _all_bound(rule: Rule) -> frozenset[str]:
     """Variables bound by positive atoms and assignments (the rest are existential inside
-    negations)."""
-    bound: set[str] = set()
-    for item in rule.body:
-        if isinstance(item, Atom):
-            bound |= item.vars
-    changed = True
-    while changed:
-        changed = False
-        for item in rule.body:
-            if isinstance(item, Compare) and item.op == "=":
-                for target, source in ((item.left, item.right), (item.right, item.left)):
-                    if (
-                        isinstance(target, Var)
-                        and target.name not in bound
-                        and expr_vars(source) <= bound
-                    ):
-                        bound.add(target.name)
-                        changed = True
-    return frozenset(bound)
+    negations): the analysis' own definition."""
+    return frozenset(bound_vars(rule))
 
 
 def _simulate(

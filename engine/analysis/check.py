@@ -146,7 +146,7 @@ def _check_predicates(program: Program) -> dict[str, Decl]:
 # Pass 2: safety (range restriction) and aggregates.
 
 
-def _bound_vars(rule: Rule) -> set[str]:
+def bound_vars(rule: Rule) -> set[str]:
     """Variables bound by positive atoms, then by assignments ``v = expr`` to a fixpoint."""
     bound: set[str] = set()
     for item in rule.body:
@@ -186,7 +186,7 @@ def _unsafe(name: str, where: str, rule: Rule, file: str) -> AnalysisError:
 
 
 def _check_safety(rule: Rule, file: str) -> None:
-    bound = _bound_vars(rule)
+    bound = bound_vars(rule)
     for item in rule.body:
         if isinstance(item, Negation):
             for v in sorted(item.atom.vars):
