@@ -1,0 +1,273 @@
+"""Versioned relations: the current version as a sorted collection, the previous version as
+a view over it, and the delta between them (seed 000 §3.3, delta iterators).
+
+A commit applies a delta in O(changes × log n) per index; the previous version is never
+copied: ``previous()`` presents current − inserted + erased, merged on the fly. Every
+version answers ``ceil(t)`` (the least row ≥ t), which is all a trie iterator needs.
+
+The engine keeps its state in these in-memory structures; a persistent store (in
+``pipelines/``) implements the same small protocol.
+"""
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from sortedcontainers import SortedList
+
+from engine.syntax.ast import Value
+
+Row = tuple[Value, ...]
+# A delta: rows with weights, +1 inserted and -1 erased (a Z-set over a set relation).
+Delta = dict[Row, int]
+
+
+class _Bottom:
+    """Less than every value (−∞ in sensitivity intervals and seeks)."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: Any) -> bool:
+        return other is not self
+
+    def __le__(self, other: Any) -> bool:
+        return True
+
+    def __gt__(self, other: Any) -> bool:
+        return False
+
+    def __ge__(self, other: Any) -> bool:
+        return other is self
+
+    def __repr__(self) -> str:
+        return "-inf"
+
+
+class _Top:
+    """Greater than every value (+∞)."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: Any) -> bool:
+        return False
+
+    def __le__(self, other: Any) -> bool:
+        return other is self
+
+    def __gt__(self, other: Any) -> bool:
+        return other is not self
+
+    def __ge__(self, other: Any) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "+inf"
+
+
+BOTTOM: Any = _Bottom()
+TOP: Any = _Top()
+
+
+class SortedRows(Protocol):
+    """One version of a relation (columns possibly permuted), sorted lexicographically."""
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        """The least row ≥ ``key`` (a prefix with ``TOP`` at the end skips a subtree)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Row]: ...
+
+    def __contains__(self, row: object) -> bool: ...
+
+
+class ListRows:
+    """An immutable sorted list of distinct rows (a snapshot, a delta, a test fixture)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: Iterable[Row]):
+        self.rows: list[Row] = sorted(set(rows))
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        from bisect import bisect_left
+
+        i = bisect_left(self.rows, key)
+        return self.rows[i] if i < len(self.rows) else None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+    def __contains__(self, row: object) -> bool:
+        r = self.ceil(row)  # type: ignore[arg-type]
+        return r is not None and r == row
+
+
+class CurrentRows:
+    """The current version of an index: a view of its ``SortedList``."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: SortedList):
+        self._rows = rows
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        rows = self._rows
+        i = rows.bisect_left(key)
+        return rows[i] if i < len(rows) else None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self._rows
+
+
+class PreviousRows:
+    """The version before the last commit: current − inserted + erased, never copied.
+
+    ``ceil`` skips rows of the current version that the last commit inserted (at most
+    |inserted| skips in all) and merges in the rows it erased.
+    """
+
+    __slots__ = ("_erased", "_inserted", "_rows")
+
+    def __init__(self, rows: SortedList, inserted: set[Row], erased: SortedList):
+        self._rows = rows
+        self._inserted = inserted
+        self._erased = erased
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        rows = self._rows
+        i = rows.bisect_left(key)
+        n = len(rows)
+        cur = rows[i] if i < n else None
+        inserted = self._inserted
+        while cur is not None and cur in inserted:
+            i += 1
+            cur = rows[i] if i < n else None
+        erased = self._erased
+        j = erased.bisect_left(key)
+        old = erased[j] if j < len(erased) else None
+        if cur is None:
+            return old
+        if old is None:
+            return cur
+        return old if old < cur else cur
+
+    def __len__(self) -> int:
+        return len(self._rows) - len(self._inserted) + len(self._erased)
+
+    def __iter__(self) -> Iterator[Row]:
+        inserted = self._inserted
+        merged = SortedList(r for r in self._rows if r not in inserted)
+        merged.update(self._erased)
+        return iter(merged)
+
+    def __contains__(self, row: object) -> bool:
+        if row in self._erased:
+            return True
+        return row in self._rows and row not in self._inserted
+
+
+def permute(row: Row, perm: tuple[int, ...]) -> Row:
+    return tuple(row[i] for i in perm)
+
+
+class VersionedRelation:
+    """A set relation with sorted indexes (one per column permutation) that keeps its
+    previous version and the delta of the last commit."""
+
+    def __init__(self, name: str, arity: int, rows: Iterable[Row] = ()):
+        self.name = name
+        self.arity = arity
+        identity = tuple(range(arity))
+        self._rows: set[Row] = set(rows)
+        self._indexes: dict[tuple[int, ...], SortedList] = {identity: SortedList(self._rows)}
+        self._inserted: set[Row] = set()
+        self._erased: set[Row] = set()
+        self._prev_views: dict[tuple[int, ...], tuple[set[Row], SortedList]] = {}
+
+    # -- versions -------------------------------------------------------------------
+    def index(self, perm: tuple[int, ...]) -> SortedList:
+        """The current version sorted by the columns ``perm`` (built once, then kept)."""
+        sl = self._indexes.get(perm)
+        if sl is None:
+            sl = SortedList(permute(r, perm) for r in self._rows)
+            self._indexes[perm] = sl
+        return sl
+
+    def current(self, perm: tuple[int, ...] | None = None) -> CurrentRows:
+        return CurrentRows(self.index(perm or tuple(range(self.arity))))
+
+    def previous(self, perm: tuple[int, ...] | None = None) -> PreviousRows:
+        perm = perm or tuple(range(self.arity))
+        cached = self._prev_views.get(perm)
+        if cached is None:
+            ins = {permute(r, perm) for r in self._inserted}
+            era = SortedList(permute(r, perm) for r in self._erased)
+            cached = (ins, era)
+            self._prev_views[perm] = cached
+        return PreviousRows(self.index(perm), cached[0], cached[1])
+
+    def delta(self) -> Delta:
+        """The last commit's change: +1 per inserted row, −1 per erased row."""
+        out: Delta = dict.fromkeys(self._inserted, 1)
+        out.update(dict.fromkeys(self._erased, -1))
+        return out
+
+    @property
+    def rows(self) -> set[Row]:
+        """The current version as a set (do not mutate)."""
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self._rows
+
+    # -- commits --------------------------------------------------------------------
+    def commit(self, delta: Mapping[Row, int]) -> Delta:
+        """Apply ``delta`` with set semantics (inserting a present row or erasing an absent
+        one changes nothing) and return the effective change, which becomes ``delta()``."""
+        inserted = {r for r, w in delta.items() if w > 0 and r not in self._rows}
+        erased = {r for r, w in delta.items() if w < 0 and r in self._rows}
+        self._rows |= inserted
+        self._rows -= erased
+        for perm, sl in self._indexes.items():
+            for r in erased:
+                sl.remove(permute(r, perm))
+            for r in inserted:
+                sl.add(permute(r, perm))
+        self._inserted, self._erased = inserted, erased
+        self._prev_views = {}
+        return self.delta()
+
+    def settle(self) -> None:
+        """Forget the previous version: the current one is now the only one."""
+        self._inserted, self._erased = set(), set()
+        self._prev_views = {}
+
+
+class RelationStore:
+    """Every relation of a program, by name."""
+
+    def __init__(self, arities: Mapping[str, int]):
+        self.relations = {name: VersionedRelation(name, a) for name, a in arities.items()}
+
+    def __getitem__(self, name: str) -> VersionedRelation:
+        return self.relations[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.relations
+
+    def settle(self) -> None:
+        for rel in self.relations.values():
+            rel.settle()
