@@ -10,15 +10,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine.analysis.check import AnalyzedProgram
-from engine.errors import NOT_SUPPORTED, NotSupportedError
+from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.errors import (
+    FUNCTIONAL_CONFLICT,
+    NOT_SUPPORTED,
+    DataError,
+    DeltalogError,
+    NotSupportedError,
+)
 from engine.evaluate import Evaluator
-from engine.heads import Row
+from engine.heads import Row, check_functional
 from engine.join.trie import JoinStats
 from engine.semantics import coerce
-
-# A delta: rows with weights, +1 inserted and -1 erased (a Z-set over a set relation).
-Delta = dict[Row, int]
+from engine.storage import (
+    Delta,
+    RelationStore,
+)
+from engine.values import format_fact
 
 
 @dataclass
@@ -48,6 +56,8 @@ class MaintenanceEngine(Protocol):
     last_stats: CommitStats
 
     def relation(self, name: str) -> frozenset[Row]: ...
+
+    def contains(self, name: str, row: Row) -> bool: ...
 
     def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
 
@@ -101,6 +111,9 @@ class RecomputeEngine:
             return frozenset(self.edb[name])
         raise KeyError(name)
 
+    def contains(self, name: str, row: Row) -> bool:
+        return self._one(name, row) in self.relation(name)
+
     def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
         start = time.perf_counter()
         changes = 0
@@ -134,14 +147,178 @@ class RecomputeEngine:
         return tuple(coerce(v, c.type) for v, c in zip(row, cols, strict=True))
 
 
-STRATEGIES = ("recompute",)
+STRATEGIES = ("auto", "sensitivity", "dbsp", "recompute")
+
+
+class StratumMaintainer(Protocol):
+    """Maintains the predicates of one stratum (the contract every strategy keeps).
+
+    ``initialize`` computes the stratum from the current versions of its inputs in the
+    store and returns the full contents of its predicates; ``apply`` gets the non-empty
+    effective input deltas of a commit (the store presents ``previous()`` and
+    ``current()`` of every input) and returns its predicates' effective deltas. Neither
+    commits into the store: the engine does.
+    """
+
+    strategy: str
+    work: dict[str, int]
+
+    def initialize(self, store: RelationStore) -> dict[str, set[Row]]: ...
+
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
+
+
+def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str) -> StratumMaintainer:
+    use_dbsp = strategy == "dbsp" or (strategy == "auto" and stratum.recursive)
+    if not use_dbsp:
+        from engine.ivm.stratum import SensitivityStratum
+
+        return SensitivityStratum(prog, stratum)
+    try:
+        from engine.dbsp.stratum import DbspStratum
+    except ImportError as exc:  # pragma: no cover - until the DBSP strategy lands
+        raise NotSupportedError(
+            f"strategy '{strategy}' needs DBSP maintenance for "
+            f"{', '.join(stratum.preds)}, which is not available ({exc})",
+            None,
+            NOT_SUPPORTED,
+        ) from exc
+    return DbspStratum(prog, stratum)  # type: ignore[no-any-return]
+
+
+class IncrementalEngine:
+    """Load once, then ``apply`` EDB deltas: every stratum maintained by its strategy,
+    strata in order, each seeing the effective deltas of the strata below it."""
+
+    def __init__(
+        self, prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]], strategy: str = "auto"
+    ):
+        self.prog = prog
+        self.strategy = strategy
+        start = time.perf_counter()
+        self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
+        for name in prog.edb:
+            rows = set(prog.facts.get(name, ()))
+            rows |= {self._one(name, r) for r in edb.get(name, ())}
+            check_functional(prog.schemas[name], rows)
+            self.store[name].commit(dict.fromkeys(rows, 1))
+        for name in edb:
+            if name not in self.store or name in prog.idb:
+                raise NotSupportedError(
+                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
+                )
+        self.store.settle()
+        self.strata: list[tuple[Stratum, StratumMaintainer]] = []
+        work: dict[str, int] = {}
+        for stratum in prog.strata:
+            m = _maintainer(prog, stratum, strategy)
+            for pred, rows in m.initialize(self.store).items():
+                self.store[pred].commit(dict.fromkeys(rows, 1))
+            self.store.settle()
+            _add_work(work, m.work)
+            self.strata.append((stratum, m))
+        self.last_stats = CommitStats(work=work, seconds=time.perf_counter() - start)
+        self._broken: str | None = None
+
+    def relation(self, name: str) -> frozenset[Row]:
+        return frozenset(self.store[name].rows)
+
+    def contains(self, name: str, row: Row) -> bool:
+        return self._one(name, row) in self.store[name]
+
+    def _one(self, name: str, row: Row) -> Row:
+        cols = self.prog.schemas[name].columns
+        return tuple(coerce(v, c.type) for v, c in zip(row, cols, strict=True))
+
+    def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        if self._broken is not None:
+            raise NotSupportedError(
+                f"this engine stopped at an earlier error ({self._broken}); load it again",
+                None,
+                NOT_SUPPORTED,
+            )
+        start = time.perf_counter()
+        prepared: dict[str, Delta] = {}
+        for name, delta in edb_deltas.items():
+            if name not in self.prog.edb:
+                raise NotSupportedError(
+                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
+                )
+            prepared[name] = {self._one(name, r): w for r, w in delta.items() if w}
+            self._check_functional_edb(name, prepared[name])
+        changes = 0
+        for name, delta in prepared.items():
+            changes += len(self.store[name].commit(delta))
+        work: dict[str, int] = {}
+        out: dict[str, Delta] = {}
+        try:
+            for stratum, m in self.strata:
+                deltas = {}
+                for p in stratum.preds:
+                    for name in self.prog.dependencies.get(p, ()):
+                        d = self.store[name].delta()
+                        if d and name not in stratum.preds:
+                            deltas[name] = d
+                if not deltas:
+                    continue
+                result = m.apply(self.store, deltas)
+                _add_work(work, m.work)
+                for pred, d in result.items():
+                    effective = self.store[pred].commit(d)
+                    if effective:
+                        out[pred] = effective
+        except DeltalogError as exc:
+            self._broken = str(exc)
+            raise
+        finally:
+            self.store.settle()
+        self.last_stats = CommitStats(
+            edb_changes=changes,
+            idb_inserted=sum(1 for d in out.values() for w in d.values() if w > 0),
+            idb_erased=sum(1 for d in out.values() for w in d.values() if w < 0),
+            work=work,
+            seconds=time.perf_counter() - start,
+        )
+        return out
+
+    def _check_functional_edb(self, name: str, delta: Mapping[Row, int]) -> None:
+        """A second value for a key of a functional EDB relation is an error, before any
+        change is applied."""
+        schema = self.prog.schemas[name]
+        if not schema.functional:
+            return
+        k = schema.key_arity
+        rel = self.store[name]
+        erased = {r for r, w in delta.items() if w < 0}
+        seen: dict[Row, Row] = {}
+        for row in sorted(r for r, w in delta.items() if w > 0):
+            other = seen.setdefault(row[:k], row)
+            if other == row:
+                cur = rel.current().ceil(row[:k])
+                if cur is not None and cur[:k] == row[:k] and cur != row and cur not in erased:
+                    other = cur
+            if other != row:
+                a, b = sorted((other, row))
+                raise DataError(
+                    f"functional predicate '{name}' has two values for one key: "
+                    f"{format_fact(name, a, True)} and {format_fact(name, b, True)}",
+                    name,
+                    FUNCTIONAL_CONFLICT,
+                )
+
+
+def _add_work(total: dict[str, int], work: Mapping[str, int]) -> None:
+    for k, v in work.items():
+        total[k] = total.get(k, 0) + v
 
 
 def make_engine(
-    prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]], strategy: str = "recompute"
+    prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]], strategy: str = "auto"
 ) -> MaintenanceEngine:
     if strategy == "recompute":
         return RecomputeEngine(prog, edb)
+    if strategy in STRATEGIES:
+        return IncrementalEngine(prog, edb, strategy)
     raise NotSupportedError(
         f"strategy '{strategy}' is not supported (available: {', '.join(STRATEGIES)})",
         None,

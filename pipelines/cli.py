@@ -53,11 +53,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         elif op.kind == "commit":
             deltas: dict[str, Delta] = {}
             for pred, final in pending.items():
-                current = engine.relation(pred)
                 delta = {
                     row: (1 if present else -1)
                     for row, present in final.items()
-                    if present != (row in current)
+                    if present != engine.contains(pred, row)
                 }
                 if delta:
                     deltas[pred] = delta
@@ -93,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("program", help="the program (.dl)")
     run.add_argument("--script", required=True, help="the transaction script")
     run.add_argument("--facts", metavar="DIR", help="initial EDB: directory of <pred>.csv")
-    run.add_argument("--strategy", default="recompute", choices=STRATEGIES,
-                     help="evaluation strategy (default: recompute)")
+    run.add_argument("--strategy", default="auto", choices=STRATEGIES,
+                     help="maintenance strategy: auto (default: sensitivity indices for "
+                     "non-recursive strata, DBSP for recursive ones), sensitivity, dbsp, "
+                     "or recompute (evaluate from scratch after every commit)")
     run.add_argument("--stats", action="store_true",
                      help="print one JSON line of work counters per commit on stderr")
     run.set_defaults(func=_cmd_run)

@@ -11,6 +11,7 @@ balanced tree in O(n) from sorted items.
 """
 
 import random
+from itertools import pairwise
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -77,7 +78,7 @@ class ScanTree:
     def bulk_load(self, items: list[tuple[Any, Any, Any]]) -> None:
         """Add many ``(key, value, payload)`` items: a balanced rebuild, O(n log n)."""
         merged = sorted([*self.items(), *items], key=lambda t: t[0])
-        for a, b in zip(merged, merged[1:], strict=False):
+        for a, b in pairwise(merged):
             if a[0] == b[0]:
                 raise KeyError(f"duplicate key {a[0]!r}")
         prios = sorted((self._rng.random() for _ in merged), reverse=True)
@@ -224,7 +225,9 @@ class IntervalTree:
         for bucket, lo, hi, payload in intervals:
             self._uid += 1
             batch.append(((bucket, lo, self._uid), (bucket, hi), payload))
-        if len(batch) > 64 or self.tree.root is None:
+        # A rebuild costs O(n + k log k); k single inserts O(k log n): rebuild only when
+        # the batch is large against the tree (the initial evaluation).
+        if len(batch) * 4 > len(self.tree):
             self.tree.bulk_load(batch)
         else:
             for key, end, payload in batch:
@@ -234,7 +237,9 @@ class IntervalTree:
         self._uid += 1
         self.tree.insert((bucket, lo, self._uid), (bucket, hi), payload)
 
-    def stab(self, bucket: tuple[Any, ...], x: Any, remove: bool = True) -> list[tuple[Any, Any, Any]]:
+    def stab(
+        self, bucket: tuple[Any, ...], x: Any, remove: bool = True
+    ) -> list[tuple[Any, Any, Any]]:
         """Every interval of ``bucket`` that contains ``x``, as ``(lo, hi, payload)``;
         with ``remove`` they are also taken out of the tree (seed 000 §4.1)."""
         found: list[_Node] = []
