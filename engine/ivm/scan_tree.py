@@ -11,8 +11,8 @@ balanced tree in O(n) from sorted items.
 """
 
 import random
-from itertools import pairwise
 from collections.abc import Callable, Iterable, Iterator
+from itertools import pairwise
 from typing import Any
 
 Op = Callable[[Any, Any], Any]
