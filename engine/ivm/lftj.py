@@ -9,6 +9,12 @@ reaching the end → up to +inf. Each is filed under its index (atom, depth), it
 
 Tie-break after a match: the iterator of the first atom of the level advances (the
 paper's choice in its ``A(x), B(x)`` example); otherwise the one at the least key seeks.
+
+One refinement of the paper's trace: of the opens at a level only the one that lands on
+the greatest first key records (−inf, v]; the values below it cannot match, whatever the
+other atoms hold. Without it a unary filter atom deep in the order (``c(z)`` under
+``a(x, y), b(y, z)``) is sensitive below its first key in every context, and inserting
+a small value re-evaluates them all. ``paper_trace=True`` records every open.
 """
 
 from collections.abc import Callable, Sequence
@@ -55,7 +61,9 @@ class JoinRun:
         negation_rows: Callable[[str, tuple[int, ...]], SortedRows],
         stats: JoinStats,
         recorder: Recorder | None = None,
+        paper_trace: bool = False,
     ):
+        self.paper_trace = paper_trace
         self.plan = plan
         self.sources = sources
         self.negation_rows = negation_rows
@@ -127,13 +135,12 @@ class JoinRun:
             # The open's interval (−inf, v] matters where the oracle reaches −inf; inside a
             # narrower region the first seek records what the trace depends on, and the
             # intervals outside the region stay in the index from earlier evaluations.
-            record_open = node is None or (
-                source is None and bool(node.segments) and node.segments[0][0] is BOTTOM
-            )
-            for it, log in zip(parts, logs, strict=True):
+            for it in parts:
                 it.open()
-                if log is not None and record_open:
-                    log((it.prefix, BOTTOM, TOP if it.row is None else it.key(), rule_prefix))
+            if source is None and (node is None or (
+                bool(node.segments) and node.segments[0][0] is BOTTOM
+            )):
+                self._record_opens(parts, logs, rule_prefix)
             found = False
             if source is not None:
                 value = source(env)
@@ -169,6 +176,32 @@ class JoinRun:
 
         descend(0, oracle)
 
+    def _record_opens(self, parts: list[CeilTrieIterator], logs: list[Any],
+                      rule_prefix: tuple[Any, ...]) -> None:
+        """Intervals of the opens at a level: (−inf, v] for the iterator whose first key
+        is the greatest (it alone excludes every value below the first possible match),
+        [v, v] for the others already on v; the rest are sought to v next and record from
+        there. With ``paper_trace`` every open is recorded, as in seed 000's example."""
+        best = 0
+        for q in range(len(parts)):
+            it = parts[q]
+            if it.row is None:
+                best = q
+                break
+            if parts[best].key() < it.key():
+                best = q
+        top = parts[best]
+        x0 = TOP if top.row is None else top.key()
+        for q, it in enumerate(parts):
+            log = logs[q]
+            if log is None:
+                continue
+            if q == best or self.paper_trace:
+                log((it.prefix, BOTTOM, TOP if it.row is None else it.key(), rule_prefix))
+            elif it.row is not None and it.key() == x0:
+                # Already on the first candidate: no seek will record that it holds it.
+                log((it.prefix, x0, x0, rule_prefix))
+
     def _leapfrog(
         self,
         i: int,
@@ -187,12 +220,14 @@ class JoinRun:
         k = len(parts)
         for lo, hi, child in segments:
             if lo is not BOTTOM:
+                # seek(lo) on every iterator, recorded even when it is (or lands) at the
+                # end: inside the region, the intervals must cover [lo, hi] again.
                 for it, log in zip(parts, logs, strict=True):
-                    if it.row is None:
-                        return found
                     it.seek(lo)
                     if log is not None:
                         log((it.prefix, lo, TOP if it.row is None else it.key(), rule_prefix))
+                    if it.row is None:
+                        return found
             while True:
                 if any(it.row is None for it in parts):
                     return found

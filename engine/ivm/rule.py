@@ -54,7 +54,9 @@ class RuleMaintainer:
         store: RelationStore,
         order: tuple[str, ...] | None = None,
         index_every_atom: bool = False,
+        paper_trace: bool = False,
     ):
+        self.paper_trace = paper_trace
         self.rule = rule
         self.prep = prepare(rule)
         sizes = {a.index: len(store[a.pred]) for a in self.prep.atoms}
@@ -85,7 +87,7 @@ class RuleMaintainer:
         sources = [rows(a.pred, perm) for a, perm in zip(self.prep.atoms, self.plan.perms,
                                                          strict=True)]
         recorder = Recorder(self.indexed) if record else None
-        run = JoinRun(self.plan, sources, rows, stats, recorder)
+        run = JoinRun(self.plan, sources, rows, stats, recorder, self.paper_trace)
         self._run = run
         units: dict[Unit, Env] = {}
 
