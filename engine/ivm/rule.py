@@ -13,7 +13,7 @@ from collections.abc import Collection
 from typing import Any
 
 from engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
-from engine.ivm.oracle import ChangeOracle
+from engine.ivm.oracle import ChangeOracle, OracleNode
 from engine.ivm.scan_tree import IntervalTree
 from engine.ivm.surgery import tree_surgery
 from engine.join.plan import Env, RulePlan, build_plan, prepare
@@ -70,6 +70,7 @@ class RuleMaintainer:
             for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True)
         ]
         self.indices: dict[IndexKey, IntervalTree] = {}
+        self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
         self.negated = {(n.pred, _neg_perm(n, self.plan)) for n in self.prep.negations}
         self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
 
@@ -182,6 +183,7 @@ class RuleMaintainer:
             return {}, {}
         counters.oracle_regions += oracle.regions
         root = oracle.finish()
+        self.last_oracle = root
         old = self._evaluate(store, True, root, False, stats, counters)
         new = self._evaluate(store, False, root, True, stats, counters)
         return old, new
