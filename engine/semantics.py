@@ -90,12 +90,16 @@ def coerce(value: Value, typ: str) -> Value:
 def aggregate(func: str, values: Iterable[Value]) -> Value:
     """Aggregate over the values of the distinct satisfying assignments of one group.
 
-    ``total`` is the correctly rounded sum whatever the order (``math.fsum``, exact).
+    ``total`` is the correctly rounded sum whatever the order (``math.fsum``, exact), and
+    so is ``sum`` over floats: a maintained sum must not depend on the order in which
+    rows arrived (seed 000 §2.3.4). ``sum`` over integers is an exact integer.
     """
     vals = list(values)
     if func == "count":
         return len(vals)
     if func == "sum":
+        if any(isinstance(v, float) for v in vals):
+            return math.fsum(vals)  # type: ignore[arg-type]
         return sum(vals)  # type: ignore[arg-type]
     if func == "min":
         return min(vals)  # type: ignore[type-var]

@@ -447,7 +447,11 @@ class _Compiler:
                 raise _unsupported(f"aggregate {agg.func}() without an argument", rule)
             arg = F.col(names[agg.arg.name])
             if agg.func == "sum":
-                result = F.sum(arg)
+                # Float sums are exact and correctly rounded, as in the engine (whatever
+                # the order of the rows); integer sums are exact anyway.
+                dtype = df.schema[names[agg.arg.name]].dataType
+                floating = isinstance(dtype, T.DoubleType | T.FloatType)
+                result = _fsum(arg.cast(_DOUBLE)) if floating else F.sum(arg)
             elif agg.func == "min":
                 result = F.min(arg)
             elif agg.func == "max":

@@ -16,6 +16,35 @@ CASES = sorted(p.parent.name for p in HERE.glob("*/program.dl"))
 UPDATE = os.environ.get("DELTALOG_UPDATE_GOLDENS") == "1"
 
 
+SCRIPT_CASES = [c for c in CASES if (HERE / c / "script.txt").exists()]
+
+
+def _recursive(folder: Path) -> bool:
+    from engine.evaluate import load_program
+
+    prog = load_program((folder / "program.dl").read_text())
+    return any(s.recursive for s in prog.strata)
+
+
+@pytest.mark.parametrize("strategy", ["sensitivity", "dbsp", "recompute"])
+@pytest.mark.parametrize("case", SCRIPT_CASES)
+def test_golden_script_every_strategy(case, strategy, capsys, monkeypatch):
+    """differential: every strategy prints the same dumps as the default (auto) one; the
+    sensitivity strategy refuses recursive programs with a clear error."""
+    folder = HERE / case
+    monkeypatch.chdir(folder)
+    argv = ["run", "program.dl", "--script", "script.txt", "--strategy", strategy]
+    if (folder / "facts").is_dir():
+        argv += ["--facts", "facts"]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    if strategy == "sensitivity" and _recursive(folder):
+        assert rc == 1 and out == "" and "error DL901" in err and "recursive" in err
+        return
+    assert rc == 0 and err == ""
+    assert out == (folder / "expected.txt").read_text()
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_golden(case, capsys, monkeypatch):
     folder = HERE / case
