@@ -9,7 +9,9 @@ The engine keeps its state in these in-memory structures; a persistent store (in
 ``pipelines/``) implements the same small protocol.
 """
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 from sortedcontainers import SortedList
@@ -90,8 +92,6 @@ class ListRows:
         self.rows: list[Row] = sorted(set(rows))
 
     def ceil(self, key: tuple[Any, ...]) -> Row | None:
-        from bisect import bisect_left
-
         i = bisect_left(self.rows, key)
         return self.rows[i] if i < len(self.rows) else None
 
@@ -106,18 +106,29 @@ class ListRows:
         return r is not None and r == row
 
 
+def sorted_ceil(rows: SortedList, key: tuple[Any, ...]) -> Row | None:
+    """The least element of ``rows`` that is ≥ ``key``, or None.
+
+    Reads the SortedList's sublists directly (``_maxes``/``_lists``, stable since
+    sortedcontainers 2.0): two bisections and no positional index, which is what a trie
+    iterator needs on every operation.
+    """
+    maxes = rows._maxes
+    i = bisect_left(maxes, key)
+    if i == len(maxes):
+        return None
+    sub = rows._lists[i]
+    return sub[bisect_left(sub, key)]  # type: ignore[no-any-return]
+
+
 class CurrentRows:
     """The current version of an index: a view of its ``SortedList``."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "ceil")
 
     def __init__(self, rows: SortedList):
         self._rows = rows
-
-    def ceil(self, key: tuple[Any, ...]) -> Row | None:
-        rows = self._rows
-        i = rows.bisect_left(key)
-        return rows[i] if i < len(rows) else None
+        self.ceil = partial(sorted_ceil, rows)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -145,16 +156,12 @@ class PreviousRows:
 
     def ceil(self, key: tuple[Any, ...]) -> Row | None:
         rows = self._rows
-        i = rows.bisect_left(key)
-        n = len(rows)
-        cur = rows[i] if i < n else None
+        cur = sorted_ceil(rows, key)
         inserted = self._inserted
         while cur is not None and cur in inserted:
-            i += 1
-            cur = rows[i] if i < n else None
+            cur = sorted_ceil(rows, (*cur, BOTTOM))  # the next row after cur
         erased = self._erased
-        j = erased.bisect_left(key)
-        old = erased[j] if j < len(erased) else None
+        old = sorted_ceil(erased, key) if erased else None
         if cur is None:
             return old
         if old is None:

@@ -229,8 +229,9 @@ class JoinRun:
                     if it.row is None:
                         return found
             while True:
-                if any(it.row is None for it in parts):
-                    return found
+                for it in parts:
+                    if it.row is None:
+                        return found
                 # The least key (first such atom on ties) and the greatest.
                 p = 0
                 xmin = xmax = parts[0].key()

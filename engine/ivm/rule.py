@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from engine.ivm.oracle import ChangeOracle, OracleNode
-from engine.ivm.scan_tree import IntervalTree
+from engine.ivm.interval_index import IntervalIndex
 from engine.ivm.surgery import tree_surgery
 from engine.join.plan import Env, RulePlan, build_plan, prepare
 from engine.join.trie import JoinStats
@@ -69,7 +69,7 @@ class RuleMaintainer:
             index_every_atom or tuple(a.vars[c] for c in perm) != order_[: len(a.vars)]
             for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True)
         ]
-        self.indices: dict[IndexKey, IntervalTree] = {}
+        self.indices: dict[IndexKey, IntervalIndex] = {}
         self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
         self.negated = {(n.pred, _neg_perm(n, self.plan)) for n in self.prep.negations}
         self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
@@ -105,7 +105,7 @@ class RuleMaintainer:
             for key, intervals in recorder.pending.items():
                 tree = self.indices.get(key)
                 if tree is None:
-                    tree = self.indices[key] = IntervalTree()
+                    tree = self.indices[key] = IntervalIndex()
                 tree.add_many(intervals)
                 counters.intervals_added += len(intervals)
         return units

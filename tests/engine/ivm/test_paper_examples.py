@@ -19,8 +19,8 @@ J(x) :- A(x), B(x).
 
 
 def _intervals(m: RuleMaintainer, atom: int) -> list[tuple[object, object]]:
-    tree = m.indices[("atom", atom, 0)]
-    return sorted(((lo, hi) for (_, lo, _), (_, hi), _ in tree.tree.items()),
+    index = m.indices[("atom", atom, 0)]
+    return sorted(((lo, hi) for _, lo, hi, _ in index.intervals()),
                   key=lambda t: (t[0] is not BOTTOM, t[0] if t[0] is not BOTTOM else 0,
                                  t[1] is TOP, t[1] if t[1] is not TOP else 0))
 
