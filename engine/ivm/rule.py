@@ -12,9 +12,9 @@ the whole subtree of their non-existential prefix.
 from collections.abc import Collection
 from typing import Any
 
+from engine.ivm.interval_index import IntervalIndex
 from engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from engine.ivm.oracle import ChangeOracle, OracleNode
-from engine.ivm.interval_index import IntervalIndex
 from engine.ivm.surgery import tree_surgery
 from engine.join.plan import Env, RulePlan, build_plan, prepare
 from engine.join.trie import JoinStats
