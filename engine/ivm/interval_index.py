@@ -48,7 +48,7 @@ class StaticIntervals:
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[int]:
         """Positions of the live intervals of ``bucket`` that contain ``x``."""
         records = self.records
-        lo_pos = bisect_left(records, (bucket,), key=_start)
+        lo_pos = bisect_left(records, (bucket, BOTTOM), key=_start)
         hi_pos = bisect_right(records, (bucket, x), key=_start)
         if lo_pos >= hi_pos:
             return []
