@@ -95,7 +95,8 @@ def test_run_applies_changes_at_commit_and_prints_stats(tmp_path, capsys):
         "s.txt": "insert e(1, 2).\ninsert e(2, 3).\ndump tc.\ncommit.\ndump tc.\n"
                  "delete e(2, 3).\ncommit.\ndump.\n",
     })
-    rc = main(["run", str(tmp_path / "p.dl"), "--script", str(tmp_path / "s.txt"), "--stats"])
+    rc = main(["run", str(tmp_path / "p.dl"), "--script", str(tmp_path / "s.txt"), "--stats",
+               "--strategy", "recompute"])
     out, err = capsys.readouterr()
     assert rc == 0
     assert out.splitlines() == [
@@ -106,6 +107,27 @@ def test_run_applies_changes_at_commit_and_prints_stats(tmp_path, capsys):
     assert [s["commit"] for s in stats] == [1, 2]
     assert stats[0]["idb_inserted"] == 3 and stats[1]["idb_erased"] == 2
     assert all(s["strategy"] == "recompute" and s["iterator_ops"] > 0 for s in stats)
+
+
+def test_run_sensitivity_strategy_reports_maintenance_work(tmp_path, capsys):
+    import json
+
+    write(tmp_path, {
+        "p.dl": ".decl a(x: int, y: int)\n.decl b(y: int)\nr(x) :- a(x, y), b(y).\n",
+        "s.txt": "insert a(1, 2).\ninsert a(3, 4).\ninsert b(2).\ncommit.\n"
+                 "insert b(4).\ndelete b(2).\ncommit.\ndump.\n",
+    })
+    rc = main(["run", str(tmp_path / "p.dl"), "--script", str(tmp_path / "s.txt"), "--stats",
+               "--strategy", "sensitivity"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and out.splitlines() == ["r(3)."]
+    stats = [json.loads(line) for line in err.splitlines()]
+    assert [s["strategy"] for s in stats] == ["sensitivity", "sensitivity"]
+    last = stats[-1]
+    assert last["idb_inserted"] == 1 and last["idb_erased"] == 1
+    for counter in ("iterator_ops", "oracle_regions", "intervals_added", "surgeries"):
+        assert last[counter] > 0, counter
+    assert "intervals_matched" in last
 
 
 def test_run_script_errors_point_at_the_script(tmp_path, capsys):
