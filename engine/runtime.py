@@ -5,6 +5,7 @@ as often as needed and get the IDB deltas back.
 the ``recompute`` strategy (evaluate from scratch, then diff), the oracle for the others.
 """
 
+import gc
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -219,6 +220,11 @@ class IncrementalEngine:
             self.strata.append((stratum, m))
         self.last_stats = CommitStats(work=work, seconds=time.perf_counter() - start)
         self._broken: str | None = None
+        # The loaded state (relations, indices, counts: millions of small objects) lives
+        # as long as the engine. Moved out of the cyclic collector's generations, a full
+        # collection no longer walks it: otherwise one can stall a small commit for a
+        # second. (Process-wide; objects alive now are never collected as cycles.)
+        gc.freeze()
 
     def relation(self, name: str) -> frozenset[Row]:
         return frozenset(self.store[name].rows)

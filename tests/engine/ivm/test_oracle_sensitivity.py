@@ -8,6 +8,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from engine.errors import DataError
 from engine.evaluate import evaluate, load_program
 from engine.runtime import IncrementalEngine
 from tests.engine.programs import DOMAIN, EDB_ARITY, edb_data, programs
@@ -124,3 +125,76 @@ def test_oracle_shapes_equal_recompute(shape, data, steps):
 
 
 EDB_DECLS_TEXT = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
+
+
+FUNCTIONAL = """
+.decl price[item: int] = amount: int
+.decl sold(item: int, shop: int)
+.decl open(shop: int)
+revenue[shop] = t <- agg<<t = sum(a)>> sold(i, shop), price[i] = a, open(shop).
+cheapest[shop] = m <- agg<<m = min(a)>> sold(i, shop), price[i] = a.
+tag[i] = a :- price[i] = a, sold(i, s), !open(s).
+"""
+
+
+@st.composite
+def _functional_steps(draw):
+    prices = draw(st.dictionaries(DOMAIN, st.integers(0, 3), max_size=5))
+    sold = draw(st.sets(st.tuples(DOMAIN, DOMAIN), max_size=10))
+    opened = draw(st.sets(st.tuples(DOMAIN), max_size=4))
+    steps = []
+    current = dict(prices)
+    for _ in range(draw(st.integers(1, 6))):
+        batch: dict[str, dict] = {}
+        for _ in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["price", "sold", "open"]))
+            if kind == "price":
+                item = draw(DOMAIN)
+                if item in current:  # a new value for a key: erase the old one with it
+                    batch.setdefault("price", {})[(item, current.pop(item))] = -1
+                if draw(st.booleans()):
+                    amount = draw(st.integers(0, 3))
+                    batch.setdefault("price", {})[(item, amount)] = 1
+                    current[item] = amount
+            elif kind == "sold":
+                batch.setdefault("sold", {})[(draw(DOMAIN), draw(DOMAIN))] = draw(
+                    st.sampled_from([1, -1]))
+            else:
+                batch.setdefault("open", {})[(draw(DOMAIN),)] = draw(st.sampled_from([1, -1]))
+        steps.append(batch)
+    data = {"price": set(prices.items()), "sold": sold, "open": opened}
+    return data, steps
+
+
+@given(case=_functional_steps())
+def test_oracle_functional_predicates_and_aggregates(case):
+    data, steps = case
+    prog = load_program(FUNCTIONAL)
+    engine = IncrementalEngine(prog, data, "sensitivity")
+    for batch in steps:
+        engine.apply(batch)
+        expected = _recompute(prog, engine)
+        for p in prog.idb:
+            assert engine.relation(p) == expected[p], (p, batch)
+
+
+def test_second_value_for_a_functional_key_names_both_facts():
+    prog = load_program(".decl e(a: int, b: int)\nh[x] = y :- e(x, y).\n")
+    engine = IncrementalEngine(prog, {"e": [(1, 2)]}, "sensitivity")
+    with pytest.raises(DataError) as err:
+        engine.apply({"e": {(1, 3): 1}})
+    assert "h[1] = 2." in str(err.value) and "h[1] = 3." in str(err.value)
+    assert err.value.code == "DL302"
+    with pytest.raises(Exception, match="earlier error"):
+        engine.apply({"e": {(1, 3): -1}})
+
+
+def test_functional_edb_rejects_a_second_value_before_changing_anything():
+    prog = load_program(FUNCTIONAL)
+    engine = IncrementalEngine(prog, {"price": [(1, 5)], "sold": [(1, 7)]}, "sensitivity")
+    before = {p: engine.relation(p) for p in prog.schemas}
+    with pytest.raises(DataError, match=r"price\[1\] = 5\..*price\[1\] = 6\."):
+        engine.apply({"price": {(1, 6): 1}, "sold": {(1, 8): 1}})
+    assert {p: engine.relation(p) for p in prog.schemas} == before
+    engine.apply({"price": {(1, 5): -1, (1, 6): 1}})  # the engine is still usable
+    assert engine.relation("cheapest") == {(7, 6)}
