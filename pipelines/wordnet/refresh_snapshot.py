@@ -26,6 +26,7 @@ from pipelines.wordnet.snapshot import (
     CATEGORIES_FILE,
     CHANGES_FILE,
     POS_PREFIX,
+    QUICK_LEXNAMES,
     SNAPSHOT_VERSIONS,
     SynsetRecord,
     format_base,
@@ -496,6 +497,11 @@ def snapshot_markdown(
                 f"| {rel} | {counts[1][rel].num_rows} | {counts[2][rel].num_rows} |"
                 for rel in relations
             ],
+            "",
+            "`load_snapshot(version, lexnames=...)` keeps only the synsets of the given",
+            "lexicographer files and all their ancestors (upward closed, so every kept",
+            "synset has the same ancestors and depth as in the whole graph);",
+            f"`QUICK_LEXNAMES` ({', '.join(QUICK_LEXNAMES)}) is the quick-demo subset.",
             "",
             "| change | items | rows (+insert / -delete, per relation) |",
             "|---|---|---|",

@@ -24,6 +24,9 @@ SNAPSHOT_VERSIONS = (1, 2)
 BASE_FILE = "wordnet-3.0.synsets.tsv.xz"
 CHANGES_FILE = "wordnet-3.0-v2.changes.tsv"
 CATEGORIES_FILE = "categories.csv"
+# A quick-demo subset (load_snapshot(..., lexnames=QUICK_LEXNAMES)): about a fifth of the
+# synsets and a quarter of the closure.
+QUICK_LEXNAMES = ("noun.animal", "noun.food", "noun.plant", "verb.consumption")
 BASE_HEADER = ("id", "pos", "lexname", "words", "hypernyms", "instance_hypernyms")
 
 # Synset ids as in the WordNet SQL databases: 100000000 * (1 noun, 2 verb) + synset_offset.
