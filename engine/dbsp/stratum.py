@@ -202,7 +202,10 @@ class _RuleInfo:
         base = prepare(rule)
         self.schema: RelationSchema = prog.schemas[rule.head.pred]
         self.pred = rule.head.pred
-        self.project = head_projection(rule, self.schema)
+        # heads.head_projection has no form for a head without arguments.
+        self.project: Callable[[Env], Row] = (
+            head_projection(rule, self.schema) if rule.head.args else (lambda env: ())
+        )
         variables = all_vars(base)
         self.negs: list[_Negation] = []
         for j, atom in enumerate(base.negations):

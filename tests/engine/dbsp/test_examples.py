@@ -240,3 +240,27 @@ def test_oracle_inner_loop_runs_past_quiet_iterations():
     _check(prog, engine)
     out = engine.apply({"e": {(5, 6): 1}})
     assert out == {"reach": {(i,): 1 for i in range(6, 11)}}
+
+
+NULLARY = """
+.decl e(a: int, b: int)
+.decl go()
+any() :- e(_, _).
+r(x) :- e(x, _), any(), !go().
+s(x) :- e(x, y), !e(y, 7), !e(3, _).
+"""
+
+
+def test_oracle_nullary_predicates_against_naive():
+    """Predicates without arguments (checked against the naive evaluator: the LFTJ
+    evaluator's head projection has no form for an empty head)."""
+    from engine.naive import evaluate_naive
+
+    prog = load_program(NULLARY)
+    engine = DbspComposer(prog, {"e": {(1, 2), (2, 1)}})
+    for delta in ({"e": {(3, 3): 1}}, {"go": {(): 1}}, {"e": {(1, 2): -1, (2, 1): -1}},
+                  {"go": {(): -1}, "e": {(3, 3): -1, (1, 1): 1}}):
+        engine.apply(delta)
+        expected = evaluate_naive(prog, {n: engine.relation(n) for n in prog.edb})
+        for p in prog.idb:
+            assert engine.relation(p) == expected[p], p
