@@ -230,6 +230,21 @@ class _RuleInfo:
             self.float_col = self.schema.columns[-1].type == "float"
             self.groups: dict[tuple[Any, ...], _Group] = {}
 
+    # Pickling (the runtime saves engine state): closures are rebuilt, plans from their
+    # variable orders (``DbspStratum.__setstate__``), so layers keep their permutations.
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("project", "plans")}
+        state["orders"] = {seed: plan.order for seed, plan in self.plans.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        rule = self.rule
+        self.project = (
+            head_projection(rule, self.schema) if rule.head.args else (lambda env: ())
+        )
+        self.plans = {}
+
     def seed_prep(self, seed: SeedKey) -> PreparedRule:
         if seed is None or seed[0] == "atom":
             return self.prep
@@ -334,6 +349,19 @@ class DbspStratum:
         self._commit = _Commit()
         self._stats = JoinStats()
         self._queries = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_store", "_neg_sources")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store = None
+        self._neg_sources = {}
+        for info in self.rules:
+            orders: dict[SeedKey, tuple[str, ...]] = info.__dict__.pop("orders", {})
+            for seed, order in orders.items():
+                info.plans[seed] = build_plan(info.seed_prep(seed), {}, self._probe, order)
 
     # -- plans ----------------------------------------------------------------------------
     def _probe(self, token: str, perm: tuple[int, ...], prefix: tuple[Any, ...]) -> bool:
