@@ -6,6 +6,7 @@ the ``recompute`` strategy (evaluate from scratch, then diff), the oracle for th
 """
 
 import gc
+import pickle
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -231,6 +232,35 @@ class IncrementalEngine:
 
     def contains(self, name: str, row: Row) -> bool:
         return self._one(name, row) in self.store[name]
+
+    # -- state -------------------------------------------------------------------------
+    STATE_FORMAT = 1
+
+    def dumps(self) -> bytes:
+        """The whole engine state (relations, support counts, sensitivity indices,
+        aggregate and DBSP state) as bytes, for a store outside the engine to keep.
+        O(state): a full snapshot, not a delta."""
+        if self._broken is not None:
+            raise NotSupportedError(
+                f"refusing to save an engine that stopped at an error ({self._broken})",
+                None,
+                NOT_SUPPORTED,
+            )
+        return pickle.dumps((self.STATE_FORMAT, self), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def loads(cls, blob: bytes) -> "IncrementalEngine":
+        """An engine saved by ``dumps`` (trusted input only: this is pickle)."""
+        fmt, engine = pickle.loads(blob)
+        if fmt != cls.STATE_FORMAT or not isinstance(engine, cls):
+            raise NotSupportedError(
+                f"engine state format {fmt!r} is not supported (expected "
+                f"{cls.STATE_FORMAT}); rebuild the state from the tables",
+                None,
+                NOT_SUPPORTED,
+            )
+        gc.freeze()
+        return engine
 
     def _one(self, name: str, row: Row) -> Row:
         cols = self.prog.schemas[name].columns

@@ -43,6 +43,9 @@ class _Bottom:
     def __repr__(self) -> str:
         return "-inf"
 
+    def __reduce__(self) -> str:
+        return "BOTTOM"  # unpickles as the module's singleton: identity checks keep working
+
 
 class _Top:
     """Greater than every value (+∞)."""
@@ -63,6 +66,9 @@ class _Top:
 
     def __repr__(self) -> str:
         return "+inf"
+
+    def __reduce__(self) -> str:
+        return "TOP"
 
 
 BOTTOM: Any = _Bottom()

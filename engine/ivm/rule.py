@@ -74,6 +74,21 @@ class RuleMaintainer:
         self.negated = {(n.pred, _neg_perm(n, self.plan)) for n in self.prep.negations}
         self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
 
+    # -- persistence: plans hold closures; keep the order, rebuild the plan ------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("prep", "plan", "_run", "last_oracle")}
+        state["order"] = self.plan.order
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        order = state.pop("order")
+        self.__dict__.update(state)
+        self._run = None
+        self.last_oracle = None
+        self.prep = prepare(self.rule)
+        self.plan = build_plan(self.prep, {}, self._probe, order)
+
     # -- plumbing -----------------------------------------------------------------------
     def _probe(self, pred: str, perm: tuple[int, ...], prefix: tuple[Any, ...]) -> bool:
         assert self._run is not None

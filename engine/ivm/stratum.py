@@ -39,6 +39,13 @@ class _RuleHead:
             self.keys = rule.head.args[:-1]
             self.arg = a.arg.name if a.arg is not None else None
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "project"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.project = head_projection(self.maintainer.rule, self.schema)
+
     def group(self, env: Env) -> tuple[Any, ...]:
         return tuple(env[k.name] if isinstance(k, Var) else k.value for k in self.keys)
 

@@ -198,3 +198,11 @@ def test_functional_edb_rejects_a_second_value_before_changing_anything():
     assert {p: engine.relation(p) for p in prog.schemas} == before
     engine.apply({"price": {(1, 5): -1, (1, 6): 1}})  # the engine is still usable
     assert engine.relation("cheapest") == {(7, 6)}
+
+
+def test_regression_saved_state_keeps_the_infinite_bounds():
+    """Shrunk counterexample: the -inf/+inf bounds of recorded intervals must unpickle as
+    the same singletons, or a loaded engine misses the region of an empty relation."""
+    prog = load_program(".decl e(a: int, b: int)\np0(t) :- e(x, y), t = x + 0.\n")
+    engine = IncrementalEngine.loads(IncrementalEngine(prog, {}, "sensitivity").dumps())
+    assert engine.apply({"e": {(0, 0): 1}}) == {"p0": {(0,): 1}}
