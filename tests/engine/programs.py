@@ -52,6 +52,10 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
         a = draw(st.sampled_from(bound_set))
         t = draw(st.sampled_from(["t", "s"]))
         body.append(f"{t} = {a} + {draw(st.integers(-1, 2))}")
+        # Keep computed values inside the domain: `p(t) :- p(x), t = x + 1` has no finite
+        # fixpoint otherwise, and every evaluator would run forever.
+        body.append(f"{t} >= 0")
+        body.append(f"{t} <= 4")
         bound_set = sorted({*bound_set, t})
     if negative and draw(st.booleans()):
         pred = draw(st.sampled_from(sorted(negative)))
