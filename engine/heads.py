@@ -3,7 +3,8 @@ coercion, aggregation over distinct assignments grouped by the head's keys, and 
 functional-dependency check (a key with two values is an error naming both facts)."""
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import product
 from operator import itemgetter
 
 from engine.analysis.check import RelationSchema
@@ -32,6 +33,36 @@ def head_projection(rule: Rule, schema: RelationSchema) -> "Callable[[Mapping[st
             return lambda env: (env[name],)
         return itemgetter(*names)  # type: ignore[return-value]
     return lambda env: head_row(rule, schema, env)
+
+
+def head_product(
+    rule: Rule, schema: RelationSchema, out: set[Row]
+) -> "Callable[[Mapping[str, Value], tuple[str, ...], Sequence[list[Value]]], None] | None":
+    """For the join's ``emit_many``: add to ``out`` the head rows of every binding of
+    ``vars`` to the cartesian product of ``columns`` (other variables from ``env``), in one
+    ``itertools.product``. None when the head has constants, a repeated variable or a
+    float column (those go through ``head_projection`` one binding at a time)."""
+    args = rule.head.args
+    if not all(isinstance(a, Var) for a in args) or any(c.type == "float" for c in schema.columns):
+        return None
+    names = tuple(a.name for a in args)  # type: ignore[union-attr]
+    if len(set(names)) != len(names):
+        return None
+    layouts: dict[tuple[str, ...], list[int | None]] = {}
+    update = out.update
+
+    def emit_many(
+        env: Mapping[str, Value], vars: tuple[str, ...], columns: Sequence[list[Value]]
+    ) -> None:
+        layout = layouts.get(vars)
+        if layout is None:
+            layout = layouts[vars] = [vars.index(n) if n in vars else None for n in names]
+        update(product(*[
+            (env[name],) if j is None else columns[j]
+            for name, j in zip(names, layout, strict=True)
+        ]))
+
+    return emit_many
 
 
 def body_vars(rule: Rule) -> tuple[str, ...]:

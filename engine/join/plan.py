@@ -6,6 +6,7 @@ The order is chosen by a simple deterministic cost model (``choose_order``) unle
 """
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from engine.semantics import compare, compile_expr
@@ -98,11 +99,14 @@ def _bound_somewhere(prep: PreparedRule, v: str) -> bool:
     )
 
 
-def choose_order(prep: PreparedRule, sizes: Mapping[int, int]) -> tuple[str, ...]:
+def choose_order(
+    prep: PreparedRule, sizes: Mapping[int, int], fresh: AbstractSet[int] = frozenset()
+) -> tuple[str, ...]:
     """Greedy, deterministic: assignments as soon as their inputs are bound (they cost one
     value); otherwise a variable connected to what is bound, that keeps large atoms in their
     column order (no permuted copy to sort), joined by most atoms, in the smallest
-    relation, then by name."""
+    relation, then by name. Atoms in ``fresh`` (a semi-naive delta) are sorted for this
+    join whatever the order, so reading them out of column order costs nothing extra."""
     assign_sources = [(v, expr_vars(e)) for v, e in (*prep.assigns, *_compare_assignments(prep))]
     atom_vars = _atom_vars(prep)
     remaining = all_vars(prep)
@@ -126,7 +130,7 @@ def choose_order(prep: PreparedRule, sizes: Mapping[int, int]) -> tuple[str, ...
                 permuted = sum(
                     sizes.get(a.index, 0)
                     for a in holders
-                    if next((x for x in a.vars if x not in bound), v) != v
+                    if a.index not in fresh and next((x for x in a.vars if x not in bound), v) != v
                 )
                 return (0 if connected else 1, permuted.bit_length(), -len(holders), smallest, v)
 
@@ -143,6 +147,9 @@ class Level:
     atoms: list[int] = field(default_factory=list)  # indexes into prep.atoms
     source: Callable[[Env], Value | None] | None = None
     checks: list[Callable[[Env], bool]] = field(default_factory=list)
+    # Lower bounds implied by this level's comparison checks (`v > e`, `e <= v`, ...): the
+    # join may seek straight to them. The checks stay, so a bound is only a shortcut.
+    lower: list[Callable[[Env], Value | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +181,20 @@ def _assign_check(var: str, expr: Expr) -> Callable[[Env], bool]:
         return v is not None and v == env[var]
 
     return check
+
+
+def _lower_bound(c: Compare, var: str, pos: Mapping[str, int]) -> Expr | None:
+    """``e`` when ``c`` says ``var > e`` or ``var >= e`` (either way round) and ``e`` only
+    reads variables bound before ``var``."""
+    if c.op in (">", ">=") and isinstance(c.left, Var) and c.left.name == var:
+        other = c.right
+    elif c.op in ("<", "<=") and isinstance(c.right, Var) and c.right.name == var:
+        other = c.left
+    else:
+        return None
+    if all(pos[d] < pos[var] for d in expr_vars(other)):
+        return other
+    return None
 
 
 NegationProbe = Callable[[str, tuple[int, ...], tuple[Value, ...]], bool]
@@ -208,9 +229,10 @@ def build_plan(
     sizes: Mapping[int, int],
     probe: NegationProbe,
     order: Sequence[str] | None = None,
+    fresh: AbstractSet[int] = frozenset(),
 ) -> RulePlan:
     if order is None:
-        order = choose_order(prep, sizes)
+        order = choose_order(prep, sizes, fresh)
     order = tuple(order)
     pos = {v: i for i, v in enumerate(order)}
     if set(order) != all_vars(prep):
@@ -250,7 +272,11 @@ def build_plan(
             continue
         check = _filter_check(cmp)
         if cmp.vars:
-            levels[max(pos[d] for d in cmp.vars)].checks.append(check)
+            level = levels[max(pos[d] for d in cmp.vars)]
+            level.checks.append(check)
+            bound_expr = _lower_bound(cmp, level.var, pos)
+            if bound_expr is not None and level.source is None:
+                level.lower.append(compile_expr(bound_expr))
         else:
             pre_checks.append(check)
     for neg in prep.negations:

@@ -102,6 +102,14 @@ class SortedTrieIterator:
         self.stats.seeks += 1
         self.pos = bisect_left(self.rows, key, self.pos, self.hi, key=self._get)
 
+    def leaf_keys(self, limit: int | None = None) -> list[Any]:
+        """At the last depth (one row per key): the keys from the current one to the end of
+        the range, at most ``limit`` of them, read in one slice. Counts one ``next`` per key
+        read, as the loop of ``key``/``next`` it replaces would; does not move."""
+        hi = self.hi if limit is None else min(self.hi, self.pos + limit)
+        self.stats.nexts += max(hi - self.pos, 0)
+        return list(map(self._get, self.rows[self.pos:hi]))
+
 
 def has_prefix(rows: list[Row], prefix: Row) -> bool:
     """Whether some row of the sorted list ``rows`` starts with ``prefix``."""
