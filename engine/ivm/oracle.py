@@ -37,7 +37,7 @@ class OracleNode:
                 merged.append([lo, hi])
         segs: list[Segment] = [(lo, hi, None) for lo, hi in merged]
         for value in sorted(self.children):
-            if not _covered(merged, value):
+            if _holding(merged, value) is None:
                 child = self.children[value]
                 child.finish()
                 segs.append((value, value, child))
@@ -46,28 +46,23 @@ class OracleNode:
 
     def find(self, value: Any) -> Segment | None:
         """The segment holding ``value``, if any."""
-        segs = self.segments
-        lo, hi = 0, len(segs)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if segs[mid][1] < value:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < len(segs) and not (value < segs[lo][0]):
-            return segs[lo]
-        return None
+        i = _holding(self.segments, value)
+        return self.segments[i] if i is not None else None
 
 
-def _covered(merged: list[list[Any]], value: Any) -> bool:
-    lo, hi = 0, len(merged)
+def _holding(spans: "list[Any]", value: Any) -> int | None:
+    """Index of the span (sorted, disjoint, ``span[0]`` ≤ ``span[1]``) that holds
+    ``value``, by bisection on the ends; None if no span does."""
+    lo, hi = 0, len(spans)
     while lo < hi:
         mid = (lo + hi) // 2
-        if merged[mid][1] < value:
+        if spans[mid][1] < value:
             lo = mid + 1
         else:
             hi = mid
-    return lo < len(merged) and not (value < merged[lo][0])
+    if lo < len(spans) and not (value < spans[lo][0]):
+        return lo
+    return None
 
 
 class ChangeOracle:
