@@ -195,7 +195,9 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
     con = duckdb.connect()
     for p in prog.edb:
         schema = prog.schemas[p]
-        cols = list(zip(*edb[p], strict=True)) if edb[p] else [[] for _ in schema.columns]
+        cols: list[Sequence[Any]] = (
+            list(zip(*edb[p], strict=True)) if edb[p] else [[] for _ in schema.columns]
+        )
         table = pa.table({c.name: list(v) for c, v in zip(schema.columns, cols, strict=True)})
         con.register(f"_{p}", table)
         con.execute(f'CREATE TABLE "{p}" AS SELECT * FROM "_{p}"')
