@@ -28,6 +28,8 @@ def head_projection(rule: Rule, schema: RelationSchema) -> "Callable[[Mapping[st
     args = rule.head.args
     if all(isinstance(a, Var) for a in args) and all(c.type != "float" for c in schema.columns):
         names = [a.name for a in args]  # type: ignore[union-attr]
+        if not names:  # a nullary head: one empty row
+            return lambda env: ()
         if len(names) == 1:
             name = names[0]
             return lambda env: (env[name],)
@@ -103,10 +105,15 @@ def check_functional(schema: RelationSchema, rows: Iterable[Row], what: str = ""
     for row in rows:
         prev = seen.setdefault(row[:k], row)
         if prev != row:
-            a, b = sorted((prev, row))
-            raise DataError(
-                f"functional predicate '{schema.name}' has two values for one key: "
-                f"{format_fact(schema.name, a, True)} and {format_fact(schema.name, b, True)}",
-                what or schema.name,
-                FUNCTIONAL_CONFLICT,
-            )
+            raise functional_conflict(schema.name, prev, row, what)
+
+
+def functional_conflict(pred: str, a: Row, b: Row, where: str = "") -> DataError:
+    """DL302: two rows of functional ``pred`` share a key; the message names both facts."""
+    a, b = sorted((a, b))
+    return DataError(
+        f"functional predicate '{pred}' has two values for one key: "
+        f"{format_fact(pred, a, True)} and {format_fact(pred, b, True)}",
+        where or pred,
+        FUNCTIONAL_CONFLICT,
+    )

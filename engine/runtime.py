@@ -14,21 +14,18 @@ from typing import Protocol
 
 from engine.analysis.check import AnalyzedProgram, Stratum
 from engine.errors import (
-    FUNCTIONAL_CONFLICT,
     NOT_SUPPORTED,
-    DataError,
     DeltalogError,
     NotSupportedError,
 )
 from engine.evaluate import Evaluator
-from engine.heads import Row, check_functional
+from engine.heads import Row, check_functional, functional_conflict
 from engine.join.trie import JoinStats
 from engine.semantics import coerce
 from engine.storage import (
     Delta,
     RelationStore,
 )
-from engine.values import format_fact
 
 
 @dataclass
@@ -334,13 +331,7 @@ class IncrementalEngine:
                 if cur is not None and cur[:k] == row[:k] and cur != row and cur not in erased:
                     other = cur
             if other != row:
-                a, b = sorted((other, row))
-                raise DataError(
-                    f"functional predicate '{name}' has two values for one key: "
-                    f"{format_fact(name, a, True)} and {format_fact(name, b, True)}",
-                    name,
-                    FUNCTIONAL_CONFLICT,
-                )
+                raise functional_conflict(name, other, row)
 
 
 def _add_work(total: dict[str, int], work: Mapping[str, int]) -> None:

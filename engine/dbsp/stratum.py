@@ -27,8 +27,7 @@ from sortedcontainers import SortedList
 from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum
 from engine.dbsp.lftj import delta_join
 from engine.dbsp.zset import add_into
-from engine.errors import FUNCTIONAL_CONFLICT, DataError
-from engine.heads import check_functional, head_projection
+from engine.heads import check_functional, functional_conflict, head_projection
 from engine.join.plan import (
     Env,
     PlanAtom,
@@ -43,7 +42,6 @@ from engine.semantics import coerce
 from engine.storage import CurrentRows, Delta, ListRows, PreviousRows, RelationStore, Row
 from engine.storage import SortedRows as SortedRowsT
 from engine.syntax.ast import Atom, Compare, Const, Rule, Var, expr_vars
-from engine.values import format_fact
 
 Fact = tuple[str, Row]
 SeedKey = tuple[str, int] | None  # ("atom", i), ("neg", j) or None (no seed)
@@ -875,13 +873,7 @@ class DbspStratum:
                 if other == row and key not in erased:
                     other = by_key.get(key, row)
                 if other != row:
-                    a, b = sorted((other, row))
-                    raise DataError(
-                        f"functional predicate '{pred}' has two values for one key: "
-                        f"{format_fact(pred, a, True)} and {format_fact(pred, b, True)}",
-                        pred,
-                        FUNCTIONAL_CONFLICT,
-                    )
+                    raise functional_conflict(pred, other, row)
             for row, w in delta.items():
                 if w < 0 and by_key.get(row[:k]) == row:
                     del by_key[row[:k]]

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.analysis.check import AnalyzedProgram, Stratum
-from engine.errors import FUNCTIONAL_CONFLICT, NOT_SUPPORTED, DataError, NotSupportedError
-from engine.heads import head_projection
+from engine.errors import NOT_SUPPORTED, NotSupportedError
+from engine.heads import functional_conflict, head_projection
 from engine.ivm.aggregates import GroupAggregates
 from engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
 from engine.join.plan import Env
@@ -20,7 +20,6 @@ from engine.join.trie import JoinStats
 from engine.semantics import coerce
 from engine.storage import Delta, RelationStore, Row
 from engine.syntax.ast import Var
-from engine.values import format_fact
 
 
 class _RuleHead:
@@ -177,15 +176,6 @@ class SensitivityStratum:
             for row in sorted(r for r, w in delta.items() if w > 0):
                 other = by_key.setdefault(row[:k], row)
                 if other != row:
-                    raise _conflict(pred, other, row)
+                    raise functional_conflict(pred, other, row)
         return delta
 
-
-def _conflict(pred: str, a: Row, b: Row) -> DataError:
-    a, b = sorted((a, b))
-    return DataError(
-        f"functional predicate '{pred}' has two values for one key: "
-        f"{format_fact(pred, a, True)} and {format_fact(pred, b, True)}",
-        pred,
-        FUNCTIONAL_CONFLICT,
-    )
