@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from schemas.relation import normalize
+from engine.errors import DataError
+from engine.heads import Row
+from schemas.relation import arrow_to_rows, normalize
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 CDF_CONFIG = {"delta.enableChangeDataFeed": "true"}
 _CHANGE = "__deltalog_change"  # column of the merge source: "i" insert, "d" delete
 COMMIT_RETRIES = 3
+TXN_TAKEN = "DL306"  # the application transaction version is already in the table
+CHANGE_MISFIT = "DL307"  # a change whose deleted rows are not in the table
+# Change data feed change types -> weight.
+CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 
 
 def create_table(uri: str, schema: pa.Schema) -> int:
@@ -72,18 +78,75 @@ def history(uri: str) -> list[dict[str, Any]]:
     return [dict(info) for info in DeltaTable(uri).history()]
 
 
-def stamp(uri: str, commit_metadata: Mapping[str, str]) -> int:
-    """A commit that changes no rows and carries ``commit_metadata``; returns its version.
-    For recording what produced a table whose first result is empty."""
+def stamp(
+    uri: str, commit_metadata: Mapping[str, str], txn: tuple[str, int] | None = None
+) -> int:
+    """A commit that changes no rows and carries ``commit_metadata`` (and the application
+    transaction ``txn`` = (app id, version)); returns its version. For recording what
+    produced a table whose first result is empty."""
     dt = DeltaTable(uri)
     empty = pa.schema(dt.schema().to_arrow()).empty_table()
     write_deltalake(
         uri,
         empty,
         mode="append",
-        commit_properties=CommitProperties(custom_metadata=dict(commit_metadata)),
+        commit_properties=_properties(commit_metadata, txn),
     )
     return DeltaTable(uri).version()
+
+
+def _properties(
+    metadata: Mapping[str, object], txn: tuple[str, int] | None, retries: int | None = None
+) -> CommitProperties:
+    custom = {k: v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+    return CommitProperties(
+        custom_metadata=custom,
+        app_transactions=[Transaction(txn[0], txn[1])] if txn is not None else None,
+        max_commit_retries=retries,
+    )
+
+
+def transaction_version(uri: str, app_id: str) -> int | None:
+    """The version of application transaction ``app_id`` recorded in the table (the ``txn``
+    action of its newest commit that carried one), None when it never committed."""
+    return DeltaTable(uri).transaction_version(app_id)
+
+
+def cdf_enabled(uri: str) -> bool:
+    config = DeltaTable(uri).metadata().configuration
+    return str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+
+
+def changes(uri: str, start: int, end: int) -> dict[Row, int]:
+    """The change of the table from version ``start`` to version ``end`` as a delta
+    ({row: +1 or -1}, set semantics): from the change data feed of commits start+1..end,
+    inserts and deletes of one row cancelling; a diff of the two versions when the table
+    has no change data feed (O(table) instead of O(change))."""
+    if start == end:
+        return {}
+    if cdf_enabled(uri):
+        try:
+            reader = DeltaTable(uri).load_cdf(starting_version=start + 1, ending_version=end)
+            feed = pa.table(reader)
+        except DeltaError:
+            feed = None  # the feed is gone for these versions (e.g. enabled later)
+        if feed is not None:
+            return _net_changes(normalize(feed))
+    old = arrow_to_rows(read_arrow(uri, start))
+    new = arrow_to_rows(read_arrow(uri, end))
+    out: dict[Row, int] = dict.fromkeys(new - old, 1)
+    out.update(dict.fromkeys(old - new, -1))
+    return out
+
+
+def _net_changes(feed: pa.Table) -> dict[Row, int]:
+    names = [n for n in feed.column_names if not n.startswith("_")]
+    kinds = feed.column("_change_type").to_pylist()
+    columns = [feed.column(n).to_pylist() for n in names]
+    net: dict[Row, int] = {}
+    for kind, row in zip(kinds, zip(*columns, strict=True), strict=True):
+        net[row] = net.get(row, 0) + CHANGE_WEIGHTS[kind]
+    return {row: (1 if w > 0 else -1) for row, w in net.items() if w}
 
 
 def _distinct(table: pa.Table) -> pa.Table:
@@ -125,38 +188,98 @@ def replace_contents(
         inserted, deleted = _diff(old, new)
         if inserted.num_rows == 0 and deleted.num_rows == 0:
             return 0, 0, read_version
-        source = pa.concat_tables(
-            [
-                inserted.append_column(_CHANGE, pa.repeat("i", inserted.num_rows)),
-                deleted.append_column(_CHANGE, pa.repeat("d", deleted.num_rows)),
-            ]
-        )
-        on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in target.names)
         try:
-            metrics = (
-                dt.merge(
-                    source,
-                    predicate=on,
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=CommitProperties(custom_metadata=metadata),
-                )
-                .when_matched_delete(predicate=f"s.{_CHANGE} = 'd'")
-                .when_not_matched_insert(
-                    {c: f"s.{_quote(c)}" for c in target.names}, predicate=f"s.{_CHANGE} = 'i'"
-                )
-                .execute()
-            )
+            ins, dels = _merge(dt, inserted, deleted, CommitProperties(custom_metadata=metadata))
         except CommitFailedError:
             if attempt == COMMIT_RETRIES:
                 raise
             time.sleep(0.05 * (attempt + 1))
             continue
-        return (
-            int(metrics["num_target_rows_inserted"]),
-            int(metrics["num_target_rows_deleted"]),
-            DeltaTable(uri).version(),
+        except DeltaError as err:
+            raise DataError(
+                f"the change does not fit the table (a deleted row absent?): {err}",
+                uri,
+                CHANGE_MISFIT,
+            ) from None
+        return ins, dels, DeltaTable(uri).version()
+    raise AssertionError("unreachable")
+
+
+def _merge(
+    dt: DeltaTable, inserted: pa.Table, deleted: pa.Table, properties: CommitProperties
+) -> tuple[int, int]:
+    """One MERGE commit keyed on every column: insert ``inserted`` rows that are absent,
+    delete ``deleted`` rows that are present. Returns (rows inserted, rows deleted)."""
+    names = inserted.column_names
+    source = pa.concat_tables(
+        [
+            inserted.append_column(_CHANGE, pa.repeat("i", inserted.num_rows)),
+            deleted.append_column(_CHANGE, pa.repeat("d", deleted.num_rows)),
+        ]
+    )
+    on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in names)
+    metrics = (
+        dt.merge(
+            source, predicate=on, source_alias="s", target_alias="t", commit_properties=properties
         )
+        .when_matched_delete(predicate=f"s.{_CHANGE} = 'd'")
+        .when_not_matched_insert(
+            {c: f"s.{_quote(c)}" for c in names}, predicate=f"s.{_CHANGE} = 'i'"
+        )
+        .execute()
+    )
+    return int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_deleted"])
+
+
+def commit_delta(
+    uri: str,
+    inserted: pa.Table,
+    deleted: pa.Table,
+    commit_metadata: Mapping[str, object],
+    txn: tuple[str, int],
+) -> tuple[int, int, int]:
+    """Apply a change (rows to insert, rows to delete; set semantics) to the table at
+    ``uri`` as ONE commit (a MERGE) carrying ``commit_metadata`` and the application
+    transaction ``txn`` = (app id, version). Returns (inserted, deleted, version after).
+
+    Exactly once: the commit is refused with ``DataError`` DL306 when the table already has
+    ``txn``'s version (or a later one) for that app id, checked before each attempt. delta-rs
+    1.6 does not itself reject two commits of one app id and version (seen in a test), so
+    that check, under the caller's lock, is what keeps a change from being applied twice.
+    A conflict with another writer (CommitFailedError) re-reads the table and retries.
+
+    Every deleted row must be in the table: in a MERGE that also inserts, delta-rs 1.6 turns
+    a source row that no clause applies to into a row of nulls, which the table's non-null
+    columns reject (DataError DL307, nothing committed); and a MERGE that changes nothing
+    commits nothing (so records no transaction)."""
+    app_id, version = txn
+    target = arrow_schema_of(uri)
+    inserted = normalize(inserted).select(target.names).cast(target)
+    deleted = normalize(deleted).select(target.names).cast(target)
+    for attempt in range(COMMIT_RETRIES + 1):
+        dt = DeltaTable(uri)
+        done = dt.transaction_version(app_id)
+        if done is not None and done >= version:
+            raise DataError(
+                f"application transaction {app_id} version {version} is already committed "
+                f"(table has version {done} of it): another run applied this change",
+                uri,
+                TXN_TAKEN,
+            )
+        try:
+            ins, dels = _merge(dt, inserted, deleted, _properties(commit_metadata, txn, 0))
+        except CommitFailedError:
+            if attempt == COMMIT_RETRIES:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+            continue
+        except DeltaError as err:
+            raise DataError(
+                f"the change does not fit the table (a deleted row absent?): {err}",
+                uri,
+                CHANGE_MISFIT,
+            ) from None
+        return ins, dels, DeltaTable(uri).version()
     raise AssertionError("unreachable")
 
 
@@ -171,7 +294,12 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
 
 __all__ = [
     "CDF_CONFIG",
+    "CHANGE_MISFIT",
+    "TXN_TAKEN",
+    "DataError",
     "TableNotFoundError",
+    "changes",
+    "commit_delta",
     "commit_metadata",
     "create_table",
     "exists",
@@ -182,4 +310,5 @@ __all__ = [
     "spark_dataframe",
     "stamp",
     "table_version",
+    "transaction_version",
 ]

@@ -128,3 +128,63 @@ def test_rows_arrow_round_trip_and_string_views():
     )
     assert arrow_to_rows(viewed) == rows
     assert rows_to_arrow(schema, []).num_rows == 0
+
+
+def _log(uri: str, version: int) -> list[dict]:
+    path = f"{uri}/_delta_log/{version:020d}.json"
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_commit_delta_is_one_merge_commit_with_txn_and_metadata(uri):
+    delta_io.replace_contents(uri, _table(V1), {})
+    inserted, deleted, version = delta_io.commit_delta(
+        uri, _table([(4, "d", 2.0), (1, "a", 0.5)]), _table([(2, "b", 1.0)]),
+        {"deltalog.seq": "7"}, ("deltalog:p:0:t", 7),
+    )
+    # (1, a) is present already: set semantics, it changes nothing.
+    assert (inserted, deleted, version) == (1, 1, 2)
+    assert arrow_to_rows(delta_io.read_arrow(uri)) == {(1, "a", 0.5), (3, "c", 1.5), (4, "d", 2.0)}
+    actions = _log(uri, 2)  # the one new log entry holds everything
+    assert delta_io.table_version(uri) == 2
+    kinds = [next(iter(a)) for a in actions]
+    assert kinds.count("commitInfo") == 1 and "add" in kinds and "remove" in kinds
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    assert info["operation"] == "MERGE" and info["deltalog.seq"] == "7"
+    assert {"appId": "deltalog:p:0:t", "version": 7} in [a["txn"] for a in actions if "txn" in a]
+    assert delta_io.transaction_version(uri, "deltalog:p:0:t") == 7
+    assert delta_io.transaction_version(uri, "other") is None
+
+
+def test_commit_delta_refuses_to_delete_an_absent_row(uri):
+    delta_io.replace_contents(uri, _table(V1), {})
+    with pytest.raises(delta_io.DataError) as info:
+        delta_io.commit_delta(uri, _table([(4, "d", 2.0)]), _table([(9, "z", 0.0)]), {}, ("a", 1))
+    assert info.value.code == delta_io.CHANGE_MISFIT
+    assert delta_io.table_version(uri) == 1
+
+
+def test_commit_delta_refuses_a_used_transaction_version(uri):
+    delta_io.commit_delta(uri, _table(V1), _table([]), {}, ("app", 3))
+    for version in (3, 2):
+        with pytest.raises(delta_io.DataError) as info:
+            delta_io.commit_delta(uri, _table([(8, "x", 1.0)]), _table([]), {}, ("app", version))
+        assert info.value.code == delta_io.TXN_TAKEN
+    assert arrow_to_rows(delta_io.read_arrow(uri)) == set(V1)
+
+
+def test_changes_from_the_feed_equal_a_diff_of_versions(tmp_path, uri):
+    plain = str(tmp_path / "plain")
+    DeltaTable.create(plain, SCHEMA)  # no change data feed: changes() diffs two versions
+    steps = [V1, V2, V1, [(1, "a", 0.5)], V2]
+    for rows in steps:
+        delta_io.replace_contents(uri, _table(rows), {})
+        delta_io.replace_contents(plain, _table(rows), {})
+    assert not delta_io.cdf_enabled(plain) and delta_io.cdf_enabled(uri)
+    for start in range(len(steps) + 1):
+        for end in range(start, len(steps) + 1):
+            old = arrow_to_rows(delta_io.read_arrow(uri, start))
+            new = arrow_to_rows(delta_io.read_arrow(uri, end))
+            expected = {**dict.fromkeys(new - old, 1), **dict.fromkeys(old - new, -1)}
+            assert delta_io.changes(uri, start, end) == expected, (start, end)
+            assert delta_io.changes(plain, start, end) == expected, (start, end)
