@@ -2,11 +2,11 @@
 against a full recompute on Spark.
 
 Plain functions (no Dagster), so the Dagster assets stay one call long and the same steps can
-run from a script or a test. Each IDB commit records the input table versions it consumed.
+run from a script or a test. Each IDB commit records the input table versions it consumed;
+the incremental machinery itself is in ``pipelines.maintain``.
 """
 
 import json
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from engine.errors import MISSING_INPUT, DataError
-from engine.evaluate import evaluate
 from engine.heads import Row
 from pipelines import delta_io
 from pipelines.spec import PipelineSpec
-from schemas.relation import arrow_schema, arrow_to_rows, normalize, rows_to_arrow
+from schemas.relation import arrow_schema, arrow_to_rows, normalize
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,13 +26,16 @@ if TYPE_CHECKING:
 # Commit metadata keys written on every IDB commit.
 INPUT_VERSIONS = "deltalog.input_versions"  # direct inputs (EDB and IDB tables) -> version
 EDB_VERSIONS = "deltalog.edb_versions"  # every EDB table the relation depends on -> version
+SEQ = "deltalog.seq"  # the stratum run (application transaction version) of the commit
 SAMPLE_LIMIT = 20
+LOCK_WAIT_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
 class StratumResult:
     """What materializing one IDB predicate did. ``seconds`` is the wall time of the whole
-    stratum (read, evaluate, write), shared by the predicates it defines."""
+    stratum (read, maintain, write, save the state), shared by the predicates it defines;
+    so are ``mode``, ``seq``, ``stats`` (the engine's counters) and ``notes``."""
 
     pred: str
     rows: int
@@ -43,6 +45,11 @@ class StratumResult:
     edb_versions: dict[str, int]
     table_version: int
     seconds: float
+    mode: str = "full"  # "full" (loaded from the tables), "incremental", "unchanged"
+    seq: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    state_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,59 +99,32 @@ def _deltalog_commits(uri: str) -> list[dict[str, Any]]:
 
 
 def materialize_stratum(
-    root: str | Path, spec: PipelineSpec, stratum_index: int
+    root: str | Path,
+    spec: PipelineSpec,
+    stratum_index: int,
+    *,
+    rebuild: bool = False,
+    lock_wait: float = LOCK_WAIT_SECONDS,
 ) -> list[StratumResult]:
-    """Recompute stratum ``stratum_index`` from the current EDB tables and the materialized
-    IDB tables it reads, and bring each of its IDB tables up to date in one commit.
+    """Bring the IDB tables of stratum ``stratum_index`` up to date with its input tables:
+    incrementally from the saved engine state when there is one (see ``pipelines.maintain``),
+    else (or with ``rebuild``) by a full load from the tables.
 
-    Raises ``DataError`` DL304 when an input table is missing, DL3xx on bad data.
+    Raises ``DataError`` DL304 when an input table is missing, DL305 when another
+    materialization of the stratum holds its lock for more than ``lock_wait`` seconds,
+    DL3xx on bad data.
     """
-    start = time.perf_counter()
-    prog = spec.program
-    stratum = prog.strata[stratum_index]
-    inputs: dict[str, frozenset[Row] | set[Row]] = {}
-    # The EDB snapshot this materialization stands for: every EDB table the stratum depends
-    # on, directly or through upstream IDB tables (which are assumed up to date with it).
-    edb_versions: dict[str, int] = {}
-    for pred in sorted({e for p in stratum.preds for e in spec.edb_closure(p)}):
-        uri = spec.table_uri(root, pred)
-        _require(uri, pred, spec, "EDB")
-        edb_versions[pred] = delta_io.table_version(uri)
-    input_versions: dict[str, int] = {}
-    for pred in spec.upstream(stratum):
-        uri = spec.table_uri(root, pred)
-        if pred in edb_versions:
-            version = edb_versions[pred]
-        else:
-            _require(uri, pred, spec, "IDB")
-            version = delta_io.table_version(uri)
-        inputs[pred] = arrow_to_rows(delta_io.read_arrow(uri, version))
-        input_versions[pred] = version
-    # Strata this one does not read are given as empty so that the evaluator skips them.
-    for pred in prog.idb:
-        if pred not in stratum.preds and pred not in inputs:
-            inputs[pred] = frozenset()
-    result = evaluate(prog, inputs, stratum.preds)
-    metadata = {
-        "deltalog.pipeline": spec.name,
-        "deltalog.stratum": str(stratum_index),
-        INPUT_VERSIONS: json.dumps(input_versions, sort_keys=True),
-        EDB_VERSIONS: json.dumps(edb_versions, sort_keys=True),
-    }
-    writes = []
-    for pred in stratum.preds:
-        uri = _ensure_table(root, spec, pred)
-        table = rows_to_arrow(prog.schemas[pred], result[pred])
-        inserted, deleted, version = delta_io.replace_contents(uri, table, metadata)
-        if inserted == 0 and deleted == 0 and not _deltalog_commits(uri):
-            # An empty first result: record the inputs anyway, in a commit with no rows.
-            version = delta_io.stamp(uri, metadata)
-        writes.append((pred, table.num_rows, inserted, deleted, version))
-    seconds = time.perf_counter() - start
-    return [
-        StratumResult(pred, rows, ins, dels, dict(input_versions), dict(edb_versions), v, seconds)
-        for pred, rows, ins, dels, v in writes
-    ]
+    from pipelines.maintain import maintain_stratum
+
+    return maintain_stratum(root, spec, stratum_index, rebuild=rebuild, lock_wait=lock_wait)
+
+
+def rebuild_stratum(
+    root: str | Path, spec: PipelineSpec, stratum_index: int, lock_wait: float = LOCK_WAIT_SECONDS
+) -> list[StratumResult]:
+    """Drop the stratum's saved state and reload it from the tables (the backfill path);
+    the IDB tables get one commit each that makes them equal the reloaded result."""
+    return materialize_stratum(root, spec, stratum_index, rebuild=True, lock_wait=lock_wait)
 
 
 def _edb_frames(
