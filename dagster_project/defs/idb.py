@@ -1,5 +1,7 @@
 """One multi-asset per stratum (a recursive component or a single predicate): one AssetSpec
-per IDB predicate, with deps from the rule bodies; the body calls ``materialize_stratum``."""
+per IDB predicate, with deps from the rule bodies; the body calls ``materialize_stratum``
+(incremental from the saved engine state), or ``rebuild_stratum`` in a run tagged
+``deltalog/rebuild``."""
 
 from typing import Any
 
@@ -8,7 +10,7 @@ import dagster as dg
 from dagster_project.defs.edb import KINDS, asset_key
 from dagster_project.defs.resources import WarehouseResource
 from engine.errors import DeltalogError
-from pipelines.materialize import StratumResult, materialize_stratum
+from pipelines.materialize import StratumResult, materialize_stratum, rebuild_stratum
 from pipelines.spec import PipelineSpec
 from schemas.relation import dagster_table_schema
 
@@ -24,7 +26,35 @@ def _metadata(spec: PipelineSpec, result: StratumResult, uri: str) -> dict[str, 
         "table_version": result.table_version,
         "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
         "uri": dg.MetadataValue.path(uri),
+        "mode": result.mode,
+        "incremental": result.mode != "full",
+        "seq": result.seq,
+        "notes": dg.MetadataValue.text("\n".join(result.notes) or "-"),
+        "engine_seconds": dg.MetadataValue.float(float(result.stats.get("seconds", 0.0))),
+        **{name: _number(result.stats.get(name, 0)) for name in WORK_COUNTERS},
     }
+
+
+# Engine counters shown on every materialization (0 when a run did not report one), so the
+# UI's plots follow the cost of each run against the change it carried.
+WORK_COUNTERS = (
+    "edb_changes",
+    "idb_inserted",
+    "idb_erased",
+    "iterator_ops",
+    "oracle_regions",
+    "intervals_matched",
+    "state_bytes",
+)
+
+
+def _number(value: Any) -> Any:
+    return dg.MetadataValue.float(float(value)) if isinstance(value, float) else int(value)
+
+
+# A run tagged ``deltalog/rebuild`` (any value; e.g. a backfill launched from the UI with
+# that tag) drops each selected stratum's saved state and reloads it from the tables.
+REBUILD_TAG = "deltalog/rebuild"
 
 
 def _describe(spec: PipelineSpec, pred: str, recursive: bool) -> str:
@@ -57,9 +87,11 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
         specs=specs,
         description=f"Stratum {index} of {spec.name}: {', '.join(stratum.preds)}",
     )
-    def _materialize(warehouse: WarehouseResource):
+    def _materialize(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+        rebuild = bool(context.run.tags.get(REBUILD_TAG))
+        run = rebuild_stratum if rebuild else materialize_stratum
         try:
-            results = materialize_stratum(warehouse.root, spec, index)
+            results = run(warehouse.root, spec, index)
         except DeltalogError as err:
             raise dg.Failure(description=str(err), allow_retries=False) from None
         for result in results:

@@ -9,6 +9,7 @@ import pytest
 from dagster_project.definitions import build_definitions
 from dagster_project.defs import asset_key
 from dagster_project.defs.checks import CHECK_NAME
+from dagster_project.defs.idb import REBUILD_TAG
 from engine.errors import MISSING_INPUT, DeltalogError
 from engine.naive import evaluate_naive
 from pipelines import delta_io
@@ -72,6 +73,7 @@ def test_materialize_change_and_check(tmp_path, spark):
     assert all(c.passed for c in checks.values()), {p: c.metadata for p, c in checks.items()}
     meta = _idb_metadata(spec, first)
     for pred, rows in v1.items():
+        assert (meta[pred]["mode"], meta[pred]["incremental"]) == ("full", False)
         assert meta[pred]["dagster/row_count"] == len(rows)
         assert (meta[pred]["inserted"], meta[pred]["deleted"]) == (len(rows), 0)
         assert "dagster/column_schema" in meta[pred]
@@ -91,6 +93,10 @@ def test_materialize_change_and_check(tmp_path, spark):
     assert _tables(spec, root) == v2
     assert all(c.passed for c in _checks(second).values())
     meta = _idb_metadata(spec, second)
+    assert {m["mode"] for m in meta.values()} == {"incremental"}
+    assert meta["path"]["edb_changes"] == 3 and meta["path"]["iterator_ops"] > 0
+    for key in ("idb_inserted", "idb_erased", "oracle_regions", "engine_seconds", "seq"):
+        assert key in meta["path"], key
     for pred in spec.idb_tables:
         inserted, deleted = len(v2[pred] - v1[pred]), len(v1[pred] - v2[pred])
         assert (meta[pred]["inserted"], meta[pred]["deleted"]) == (inserted, deleted), pred
@@ -140,3 +146,19 @@ def test_empty_first_result_records_its_inputs(tmp_path):
     assert (result.rows, result.inserted, result.deleted) == (0, 0, 0)
     info = delta_io.commit_metadata(spec.table_uri(root, "path"))
     assert info[EDB_VERSIONS] == '{"edge": 2}'
+
+
+def test_rebuild_tag_reloads_from_the_tables(tmp_path):
+    spec, root = make_pipeline(tmp_path)
+    defs = build_definitions([spec], root=root)
+    assets_only = dg.AssetSelection.all().without_checks()
+    assert _materialize(defs, assets_only).success
+    again = _materialize(defs, assets_only)
+    assert {m["mode"] for m in _idb_metadata(spec, again).values()} == {"unchanged"}
+    rebuilt = dg.materialize(
+        defs.assets, resources=defs.resources, selection=assets_only, tags={REBUILD_TAG: "1"}
+    )
+    meta = _idb_metadata(spec, rebuilt)
+    assert {m["mode"] for m in meta.values()} == {"full"}
+    assert all("rebuild requested" in m["notes"] for m in meta.values())
+    assert _tables(spec, root) == _expected(spec, EDGES_V1)
