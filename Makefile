@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full test test-slow lint typecheck ui bench clean
+.PHONY: help setup demo demo-full test test-slow lint typecheck ui bench bench-recursion clean
 
 help:
 	@echo "make demo       set up, build the local warehouse, run the pipeline twice, print a report"
@@ -15,6 +15,8 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make ui         the Dagster UI on http://127.0.0.1:3000"
 	@echo "make bench      benchmarks (print tables of measurements and ratios)"
+	@echo "make bench-recursion  transitive closure under change: ours vs DuckDB, Pathway, egglog,"
+	@echo "                pydbsp (peers get venvs in .bench-venvs/ on first use; about 30-40 minutes)"
 
 $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
@@ -45,6 +47,9 @@ ui: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
+
+bench-recursion: $(STAMP)
+	$(BIN)/python -m bench.recursion_vs_peers
 
 clean:
 	rm -rf warehouse .dagster_home/storage .dagster_home/history .dagster_home/logs

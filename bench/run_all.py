@@ -10,6 +10,7 @@ from collections.abc import Sequence
 MODULES: tuple[str, ...] = (
     "bench.eval_vs_duckdb",
     "bench.maintain_vs_recompute",
+    "bench.recursion_vs_peers",
 )
 
 
