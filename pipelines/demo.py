@@ -193,7 +193,7 @@ def run_demo(root: Path, with_checks: bool = True, sections: frozenset[str] | No
     rows = []
     for pred in sorted(spec.edb_tables):
         a, b = edb1[pred], edb2[pred]
-        rows.append((pred, "edb", a.rows, b.rows, b.inserted, b.deleted, b.table_version, ""))
+        rows.append((pred, "edb", a.rows, b.rows, b.inserted, b.deleted, b.table_version, "", ""))
     for stratum in spec.program.strata:
         for pred in stratum.preds:
             m1, m2 = run1.metadata.get(pred, {}), run2.metadata.get(pred, {})
@@ -206,17 +206,24 @@ def run_demo(root: Path, with_checks: bool = True, sections: frozenset[str] | No
                     m2.get("inserted", "-"),
                     m2.get("deleted", "-"),
                     m2.get("table_version", "-"),
+                    m2.get("mode", "-"),
                     f"{m2['seconds']:.1f}" if "seconds" in m2 else "-",
                 )
             )
     print()
     print(
         _table(
-            ["table", "kind", "rows v1", "rows v2", "+rows", "-rows", "delta ver", "run 2 s"],
+            [
+                "table", "kind", "rows v1", "rows v2", "+rows", "-rows", "delta ver", "run 2",
+                "run 2 s",
+            ],
             rows,
         )
     )
-    print("  (idb* = recursive stratum; +rows/-rows: change written by the second run)")
+    print(
+        "  (idb* = recursive stratum; +rows/-rows: change written by the second run; run 2:\n"
+        "   incremental = maintained from the engine state saved by run 1)"
+    )
     checks = [*run1.checks.values(), *run2.checks.values()]
     passed = sum(checks)
     print()
