@@ -96,3 +96,15 @@ def programs(draw, recursion: bool = True, aggregates: bool = True):
                 pos[head] = arities[head]
             rules.append(draw(rule_text(head, arities[head], pos, negative, False)))
     return EDB_DECLS + "\n".join(rules) + "\n"
+
+
+def apply_and_check_deltas(engine, prog, deltas) -> None:
+    """Apply ``deltas``; the returned IDB deltas must be exactly what changed in each
+    relation (inserted rows +1, erased rows -1), which the oracle tests then compare with a
+    recompute."""
+    before = {p: engine.relation(p) for p in prog.idb}
+    out = engine.apply(deltas)
+    for p in prog.idb:
+        after = engine.relation(p)
+        assert {r for r, w in out.get(p, {}).items() if w > 0} == after - before[p], p
+        assert {r for r, w in out.get(p, {}).items() if w < 0} == before[p] - after, p

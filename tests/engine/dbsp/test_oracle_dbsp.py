@@ -10,7 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from engine.evaluate import evaluate, load_program
 from tests.engine.dbsp.composer import DbspComposer
 from tests.engine.dbsp.recursive_programs import recursive_programs
-from tests.engine.programs import DOMAIN, EDB_ARITY, edb_data
+from tests.engine.programs import DOMAIN, EDB_ARITY, apply_and_check_deltas, edb_data
 
 
 def _recompute(prog, engine):
@@ -44,12 +44,7 @@ class DbspOracle(RuleBasedStateMachine):
     def commit(self, batch):
         deltas = _deltas(batch)
         note(f"apply {deltas}")
-        before = {p: self.engine.relation(p) for p in self.prog.idb}
-        out = self.engine.apply(deltas)
-        for p in self.prog.idb:
-            after = self.engine.relation(p)
-            assert {r for r, w in out.get(p, {}).items() if w > 0} == after - before[p]
-            assert {r for r, w in out.get(p, {}).items() if w < 0} == before[p] - after
+        apply_and_check_deltas(self.engine, self.prog, deltas)
 
     @invariant()
     def equals_recompute(self):

@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from engine.errors import DataError
 from engine.evaluate import evaluate, load_program
 from engine.runtime import IncrementalEngine
-from tests.engine.programs import DOMAIN, EDB_ARITY, edb_data, programs
+from tests.engine.programs import DOMAIN, EDB_ARITY, apply_and_check_deltas, edb_data, programs
 
 
 def _recompute(prog, engine):
@@ -41,12 +41,7 @@ class SensitivityOracle(RuleBasedStateMachine):
         for (name, row), w in batch:
             deltas.setdefault(name, {})[row] = w
         note(f"apply {deltas}")
-        before = {p: self.engine.relation(p) for p in self.prog.idb}
-        out = self.engine.apply(deltas)
-        for p in self.prog.idb:
-            after = self.engine.relation(p)
-            assert {r for r, w in out.get(p, {}).items() if w > 0} == after - before[p]
-            assert {r for r, w in out.get(p, {}).items() if w < 0} == before[p] - after
+        apply_and_check_deltas(self.engine, self.prog, deltas)
 
     @invariant()
     def equals_recompute(self):
