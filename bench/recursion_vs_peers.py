@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import format_table, peak_rss_mb
+from bench.eval_vs_duckdb import TC_PROGRAM, TC_SQL
 from bench.recursion_peers import Change, Edge, closure_steps, load_script, report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,18 +63,6 @@ PEERS = {
     "pydbsp": Peer("pydbsp==2.1.0", "pydbsp.indexed_relational_operators", (3, 12)),
 }
 
-TC_PROGRAM = """\
-.decl edge(src: int, dst: int)
-path(x, y) :- edge(x, y).
-path(x, z) :- path(x, y), edge(y, z)."""
-
-TC_SQL = """\
-WITH RECURSIVE path(x, y) AS (
-  SELECT src, dst FROM edge
-  UNION
-  SELECT path.x, edge.dst FROM path JOIN edge ON path.y = edge.src
-)
-SELECT x, y FROM path"""
 
 
 # ---------------------------------------------------------------------------------------

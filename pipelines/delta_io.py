@@ -188,20 +188,10 @@ def replace_contents(
         inserted, deleted = _diff(old, new)
         if inserted.num_rows == 0 and deleted.num_rows == 0:
             return 0, 0, read_version
-        try:
-            ins, dels = _merge(dt, inserted, deleted, CommitProperties(custom_metadata=metadata))
-        except CommitFailedError:
-            if attempt == COMMIT_RETRIES:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-            continue
-        except DeltaError as err:
-            raise DataError(
-                f"the change does not fit the table (a deleted row absent?): {err}",
-                uri,
-                CHANGE_MISFIT,
-            ) from None
-        return ins, dels, DeltaTable(uri).version()
+        result = _try_merge(uri, dt, inserted, deleted,
+                            CommitProperties(custom_metadata=metadata), attempt)
+        if result is not None:
+            return result
     raise AssertionError("unreachable")
 
 
@@ -266,20 +256,10 @@ def commit_delta(
                 uri,
                 TXN_TAKEN,
             )
-        try:
-            ins, dels = _merge(dt, inserted, deleted, _properties(commit_metadata, txn, 0))
-        except CommitFailedError:
-            if attempt == COMMIT_RETRIES:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-            continue
-        except DeltaError as err:
-            raise DataError(
-                f"the change does not fit the table (a deleted row absent?): {err}",
-                uri,
-                CHANGE_MISFIT,
-            ) from None
-        return ins, dels, DeltaTable(uri).version()
+        result = _try_merge(uri, dt, inserted, deleted,
+                            _properties(commit_metadata, txn, 0), attempt)
+        if result is not None:
+            return result
     raise AssertionError("unreachable")
 
 
@@ -312,3 +292,26 @@ __all__ = [
     "table_version",
     "transaction_version",
 ]
+
+
+def _try_merge(
+    uri: str, dt: DeltaTable, inserted: pa.Table, deleted: pa.Table,
+    properties: CommitProperties, attempt: int,
+) -> tuple[int, int, int] | None:
+    """One MERGE attempt: (inserted, deleted, new version), or None when a concurrent
+    commit won and the caller should retry on the new version (after a short back-off);
+    the last attempt's conflict is raised."""
+    try:
+        ins, dels = _merge(dt, inserted, deleted, properties)
+    except CommitFailedError:
+        if attempt == COMMIT_RETRIES:
+            raise
+        time.sleep(0.05 * (attempt + 1))
+        return None
+    except DeltaError as err:
+        raise DataError(
+            f"the change does not fit the table (a deleted row absent?): {err}",
+            uri,
+            CHANGE_MISFIT,
+        ) from None
+    return ins, dels, DeltaTable(uri).version()
