@@ -271,14 +271,7 @@ class IncrementalEngine:
                 NOT_SUPPORTED,
             )
         start = time.perf_counter()
-        prepared: dict[str, Delta] = {}
-        for name, delta in edb_deltas.items():
-            if name not in self.prog.edb:
-                raise NotSupportedError(
-                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
-                )
-            prepared[name] = {self._one(name, r): w for r, w in delta.items() if w}
-            self._check_functional_edb(name, prepared[name])
+        prepared = self._prepare(edb_deltas)
         changes = 0
         for name, delta in prepared.items():
             changes += len(self.store[name].commit(delta))
@@ -313,6 +306,23 @@ class IncrementalEngine:
             seconds=time.perf_counter() - start,
         )
         return out
+
+    def check_edb(self, edb_deltas: Mapping[str, Delta]) -> None:
+        """Raise the error ``apply`` would raise on ``edb_deltas`` before it changes
+        anything (an unknown predicate, a second value for a functional key); change
+        nothing."""
+        self._prepare(edb_deltas)
+
+    def _prepare(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        prepared: dict[str, Delta] = {}
+        for name, delta in edb_deltas.items():
+            if name not in self.prog.edb:
+                raise NotSupportedError(
+                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
+                )
+            prepared[name] = {self._one(name, r): w for r, w in delta.items() if w}
+            self._check_functional_edb(name, prepared[name])
+        return prepared
 
     def _check_functional_edb(self, name: str, delta: Mapping[Row, int]) -> None:
         """A second value for a key of a functional EDB relation is an error, before any

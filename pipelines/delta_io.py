@@ -7,7 +7,7 @@ as plain parquet (that would also read files the log has removed).
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -50,6 +50,12 @@ def read_arrow(uri: str, version: int | None = None) -> pa.Table:
     return normalize(DeltaTable(uri, version=version).to_pyarrow_table())
 
 
+def head(uri: str, version: int | None = None, rows: int = 1) -> pa.Table:
+    """The first ``rows`` rows of the table (at ``version``), read lazily."""
+    table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+    return pa.table(table.to_pyarrow_dataset().head(rows))
+
+
 def row_count(uri: str, version: int | None = None) -> int:
     """Row count from the file statistics in the Delta log (no data files read)."""
     dt = DeltaTable(uri, version=version)
@@ -59,8 +65,10 @@ def row_count(uri: str, version: int | None = None) -> int:
     return dt.to_pyarrow_table().num_rows
 
 
-def arrow_schema_of(uri: str) -> pa.Schema:
-    return pa.schema(DeltaTable(uri).schema().to_arrow())
+def arrow_schema_of(uri: str, version: int | None = None) -> pa.Schema:
+    """The Arrow schema of the table (at ``version``, default latest)."""
+    table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+    return pa.schema(table.schema().to_arrow())
 
 
 def commit_metadata(uri: str, version: int | None = None) -> dict[str, Any]:
@@ -117,11 +125,14 @@ def cdf_enabled(uri: str) -> bool:
     return str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
-def changes(uri: str, start: int, end: int) -> dict[Row, int]:
+def changes(
+    uri: str, start: int, end: int, columns: Sequence[str] | None = None
+) -> dict[Row, int]:
     """The change of the table from version ``start`` to version ``end`` as a delta
     ({row: +1 or -1}, set semantics): from the change data feed of commits start+1..end,
     inserts and deletes of one row cancelling; a diff of the two versions when the table
-    has no change data feed (O(table) instead of O(change))."""
+    has no change data feed (O(table) instead of O(change)). Rows hold ``columns`` in that
+    order (default: the table's own order)."""
     if start == end:
         return {}
     if cdf_enabled(uri):
@@ -131,9 +142,14 @@ def changes(uri: str, start: int, end: int) -> dict[Row, int]:
         except DeltaError:
             feed = None  # the feed is gone for these versions (e.g. enabled later)
         if feed is not None:
+            if columns is not None:
+                feed = feed.select([*columns, "_change_type"])
             return _net_changes(normalize(feed))
-    old = arrow_to_rows(read_arrow(uri, start))
-    new = arrow_to_rows(read_arrow(uri, end))
+    old_table, new_table = read_arrow(uri, start), read_arrow(uri, end)
+    if columns is not None:
+        old_table, new_table = old_table.select(list(columns)), new_table.select(list(columns))
+    old = arrow_to_rows(old_table)
+    new = arrow_to_rows(new_table)
     out: dict[Row, int] = dict.fromkeys(new - old, 1)
     out.update(dict.fromkeys(old - new, -1))
     return out

@@ -14,13 +14,15 @@ import os
 import signal
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from engine.errors import FUNCTIONAL_CONFLICT, DataError
 from engine.heads import Row
 from engine.runtime import IncrementalEngine, diff
 from engine.storage import Delta
-from pipelines import delta_io
+from pipelines import delta_io, quality
 from pipelines.materialize import (
     EDB_VERSIONS,
     INPUT_VERSIONS,
@@ -102,10 +104,46 @@ class _Maintenance:
             if version < old[pred]:
                 raise _Rebuild(f"input '{pred}' went back from version {old[pred]} to {version}")
             if version != old[pred]:
-                delta = delta_io.changes(self.spec.table_uri(self.root, pred), old[pred], version)
+                uri = self.spec.table_uri(self.root, pred)
+                edb = pred in self.spec.edb_tables
+                schema = self.spec.program.schemas[pred]
+                if edb:
+                    actual = delta_io.arrow_schema_of(uri, version)
+                    quality.check_schema(
+                        schema, pred, uri, version, actual, partial(delta_io.head, uri, version)
+                    )
+                names = [c.name for c in schema.columns]
+                delta = delta_io.changes(uri, old[pred], version, names)
+                if edb:
+                    delta = quality.check_change(schema, pred, uri, version, delta)
                 if delta:
                     out[pred] = delta
         return out
+
+    def check_functional(
+        self, engine: IncrementalEngine, deltas: Mapping[str, Delta], inputs: Mapping[str, int]
+    ) -> None:
+        """A second value for a functional key, as bad input of the table that brought it
+        (the engine checks before it applies anything)."""
+        try:
+            engine.check_edb(deltas)
+        except DataError as err:
+            pred = next((p for p in deltas if err.where == p), None)
+            if err.code != FUNCTIONAL_CONFLICT or pred is None:
+                raise
+            uri = self.spec.table_uri(self.root, pred)
+            schema = self.spec.program.schemas[pred]
+            raise quality.functional_error(schema, pred, uri, inputs[pred], err) from None
+
+    def read_input(self, pred: str, version: int) -> set[Row]:
+        """All rows of an input table at ``version``; an EDB table is checked first."""
+        uri = self.spec.table_uri(self.root, pred)
+        table = delta_io.read_arrow(uri, version)
+        if pred in self.spec.edb_tables:
+            schema = self.spec.program.schemas[pred]
+            quality.check_table(schema, pred, uri, version, table)
+            table = table.select([c.name for c in schema.columns])
+        return arrow_to_rows(table)
 
     # -- tables ------------------------------------------------------------------------
     def table_txns(self) -> dict[str, tuple[int | None, int]]:
@@ -209,10 +247,7 @@ class _Maintenance:
         its result in one commit; save the state."""
         txns = self.table_txns()
         seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
-        rows = {
-            pred: arrow_to_rows(delta_io.read_arrow(self.spec.table_uri(self.root, pred), v))
-            for pred, v in inputs.items()
-        }
+        rows = {pred: self.read_input(pred, v) for pred, v in inputs.items()}
         self.fault("after_read")
         engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
         stats = engine.last_stats.as_dict()
@@ -291,6 +326,7 @@ class _Maintenance:
             counts = dict.fromkeys(self.preds, (0, 0))
             return self.results("unchanged", state.seq, inputs, edbs, txns, counts, {})
         deltas = self.input_deltas(state.input_versions, inputs)
+        self.check_functional(engine, deltas, inputs)
         self.fault("after_read")
         out = engine.apply(deltas) if deltas else {}
         stats = engine.last_stats.as_dict() if deltas else {"edb_changes": 0}

@@ -7,7 +7,7 @@ Submodules: ``resources`` (warehouse root, lazy Spark), ``edb`` (one asset per E
 import dagster as dg
 
 from dagster_project.defs.checks import idb_checks
-from dagster_project.defs.edb import asset_key, edb_assets
+from dagster_project.defs.edb import asset_key, edb_assets, edb_checks
 from dagster_project.defs.idb import idb_assets
 from pipelines.spec import PipelineSpec
 
@@ -17,8 +17,15 @@ def pipeline_definitions(spec: PipelineSpec) -> dg.Definitions:
     caller (see ``resources.local_resources``), so the same factories serve every environment."""
     return dg.Definitions(
         assets=[*edb_assets(spec), *idb_assets(spec)],
-        asset_checks=idb_checks(spec),
+        asset_checks=[*edb_checks(spec), *idb_checks(spec)],
     )
 
 
-__all__ = ["asset_key", "edb_assets", "idb_assets", "idb_checks", "pipeline_definitions"]
+__all__ = [
+    "asset_key",
+    "edb_assets",
+    "edb_checks",
+    "idb_assets",
+    "idb_checks",
+    "pipeline_definitions",
+]

@@ -1,11 +1,13 @@
 """One asset per EDB Delta table: it observes the table (version, rows, schema) and records
 that as materialization metadata; writing EDB tables is the job of whoever owns the data."""
 
+from typing import Any
+
 import dagster as dg
 
 from dagster_project.defs.resources import WarehouseResource
 from engine.errors import DeltalogError
-from pipelines import delta_io
+from pipelines import delta_io, quality
 from pipelines.spec import PipelineSpec
 from schemas.relation import dagster_table_schema
 
@@ -57,3 +59,58 @@ def _edb_asset(spec: PipelineSpec, pred: str) -> dg.AssetsDefinition:
 def edb_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
     """One observing asset per bound EDB table of ``spec``."""
     return [_edb_asset(spec, pred) for pred in sorted(spec.edb_tables)]
+
+
+INPUT_CHECK = "valid_input"
+
+
+def _input_check(spec: PipelineSpec, pred: str) -> dg.AssetChecksDefinition:
+    schema = spec.program.schemas[pred]
+
+    @dg.asset_check(
+        asset=asset_key(spec, pred),
+        name=INPUT_CHECK,
+        blocking=True,
+        description=(
+            f"Blocking: the current version of `{pred}`'s table matches its declaration "
+            "(columns and types, no nulls, no NaN, one value per functional key). When it "
+            "fails, the IDB assets downstream do not run in the same run (and an IDB "
+            "materialization started on its own refuses the same input with the same message)."
+        ),
+    )
+    def _valid(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        uri = spec.table_uri(warehouse.root, pred)
+        if not delta_io.exists(uri):
+            return dg.AssetCheckResult(
+                passed=False, description=f"EDB table '{pred}' does not exist at {uri}"
+            )
+        version = delta_io.table_version(uri)
+        table = delta_io.read_arrow(uri, version)
+        problems = quality.table_problems(schema, table)
+        metadata: dict[str, Any] = {"delta_version": version, "rows": table.num_rows}
+        if problems:
+            first = problems[0]
+            metadata.update(
+                column=first.column or "-",
+                offending_row=quality.show_row(first.row) if first.row is not None else "-",
+                problems=dg.MetadataValue.md(
+                    "\n".join(f"- {quality.describe(pred, uri, version, p)}" for p in problems)
+                ),
+            )
+        return dg.AssetCheckResult(
+            passed=not problems,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=(
+                quality.describe(pred, uri, version, problems[0])
+                if problems
+                else f"{table.num_rows} rows match the declaration of '{pred}'"
+            ),
+            metadata=metadata,
+        )
+
+    return _valid
+
+
+def edb_checks(spec: PipelineSpec) -> list[dg.AssetChecksDefinition]:
+    """One blocking ``valid_input`` check per bound EDB table of ``spec``."""
+    return [_input_check(spec, pred) for pred in sorted(spec.edb_tables)]
