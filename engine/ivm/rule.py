@@ -7,16 +7,24 @@ The unit of a body is a satisfying assignment, cut at the plan's existential lev
 short-circuit evaluation (§2.2.1) one witness stands for all assignments that agree on the
 variables before that level, so oracle regions on existential variables are widened to
 the whole subtree of their non-existential prefix.
+
+A body ``t(x̄), !s(x̄)`` with S ⊆ T guaranteed (``complement_pairs``) reads T \\ S through
+one complement atom (seed 000 §3.1.2): its intervals are recorded like any atom's, and a
+commit stabs them with the tree surgery of the complement's own delta, which a change to
+either t or s makes (a row of T \\ S can appear at any depth when a deeper row of t is
+inserted or of s erased, so t's and s's own surgeries would not do).
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from engine.ivm.interval_index import IntervalIndex
 from engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from engine.ivm.oracle import ChangeOracle, OracleNode
 from engine.ivm.surgery import tree_surgery
-from engine.join.plan import Env, RulePlan, build_plan, prepare
+from engine.join.complement import Complement
+from engine.join.plan import Env, RulePlan, build_plan, complement_pairs, prepare
 from engine.join.trie import JoinStats
 from engine.storage import RelationStore, SortedRows, permute
 from engine.syntax.ast import Rule
@@ -55,13 +63,20 @@ class RuleMaintainer:
         order: tuple[str, ...] | None = None,
         index_every_atom: bool = False,
         paper_trace: bool = False,
+        supersets: Mapping[str, AbstractSet[str]] | None = None,
     ):
+        """``supersets[s]``: relations that contain s whatever the data (from
+        ``engine.analysis.containment.supersets``); where given, ``t(x̄), !s(x̄)`` reads
+        T \\ S by counting instead of probing s per row of t."""
         self.paper_trace = paper_trace
         self.rule = rule
         self.prep = prepare(rule)
         sizes = {a.index: len(store[a.pred]) for a in self.prep.atoms}
         self._run: JoinRun | None = None
-        self.plan: RulePlan = build_plan(self.prep, sizes, self._probe, order)
+        # Complement atoms: atom index -> the negation index it absorbs.
+        self.complements = complement_pairs(self.prep, supersets or {})
+        self.plan: RulePlan = build_plan(self.prep, sizes, self._probe, order,
+                                         complements=self.complements)
         order_ = self.plan.order
         # No sensitivity index for an atom whose variables are a prefix of the order
         # (§4.2): a change to it maps straight to a point region.
@@ -71,7 +86,9 @@ class RuleMaintainer:
         ]
         self.indices: dict[IndexKey, IntervalIndex] = {}
         self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
-        self.negated = {(n.pred, _neg_perm(n, self.plan)) for n in self.prep.negations}
+        absorbed = set(self.complements.values())
+        self.negated = {(n.pred, _neg_perm(n, self.plan))
+                        for k, n in enumerate(self.prep.negations) if k not in absorbed}
         self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
 
     # -- persistence: plans hold closures; keep the order, rebuild the plan ------------------
@@ -83,25 +100,38 @@ class RuleMaintainer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         order = state.pop("order")
+        state.setdefault("complements", {})  # saved before complement iteration existed
         self.__dict__.update(state)
         self._run = None
         self.last_oracle = None
         self.prep = prepare(self.rule)
-        self.plan = build_plan(self.prep, {}, self._probe, order)
+        self.plan = build_plan(self.prep, {}, self._probe, order, complements=self.complements)
 
     # -- plumbing -----------------------------------------------------------------------
     def _probe(self, pred: str, perm: tuple[int, ...], prefix: tuple[Any, ...]) -> bool:
         assert self._run is not None
         return self._run.probe(pred, perm, prefix)
 
+    def _complement(self, store: RelationStore, atom: int, stats: JoinStats) -> Complement:
+        """T \\ S for complement atom ``atom``, in the atom's column order."""
+        neg = self.prep.negations[self.complements[atom]]
+        return Complement(store[self.prep.atoms[atom].pred], store[neg.pred],
+                          self.plan.perms[atom], stats)
+
     def _evaluate(self, store: RelationStore, old: bool, oracle: Any, record: bool,
-                  stats: JoinStats, counters: WorkCounters) -> dict[Unit, Env]:
+                  stats: JoinStats, counters: WorkCounters,
+                  complements: Mapping[int, Complement] | None = None) -> dict[Unit, Env]:
         def rows(pred: str, perm: tuple[int, ...]) -> SortedRows:
             rel = store[pred]
             return rel.previous(perm) if old else rel.current(perm)
 
-        sources = [rows(a.pred, perm) for a, perm in zip(self.prep.atoms, self.plan.perms,
-                                                         strict=True)]
+        sources: list[SortedRows] = []
+        for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True):
+            if a.index in self.complements:
+                c = (complements or {}).get(a.index) or self._complement(store, a.index, stats)
+                sources.append(c.previous() if old else c.current())
+            else:
+                sources.append(rows(a.pred, perm))
         recorder = Recorder(self.indexed) if record else None
         run = JoinRun(self.plan, sources, rows, stats, recorder, self.paper_trace)
         self._run = run
@@ -147,6 +177,7 @@ class RuleMaintainer:
                 oracle.add(prefix, lo, hi)
 
         surgeries: dict[tuple[str, tuple[int, ...]], list[Any]] = {}
+        complements: dict[int, Complement] = {}
 
         def ops(pred: str, perm: tuple[int, ...]) -> list[Any]:
             got = surgeries.get((pred, perm))
@@ -160,9 +191,18 @@ class RuleMaintainer:
 
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):
-            if a.pred not in changed:
-                continue
-            for op in ops(a.pred, perm):
+            k = self.complements.get(a.index)
+            if k is None:
+                if a.pred not in changed:
+                    continue
+                atom_ops = ops(a.pred, perm)
+            else:
+                if a.pred not in changed and self.prep.negations[k].pred not in changed:
+                    continue
+                c = complements[a.index] = self._complement(store, a.index, stats)
+                atom_ops = tree_surgery(c.delta(), c.previous(), c.current())
+                counters.surgeries += len(atom_ops)
+            for op in atom_ops:
                 d = op.depth
                 path = op.path
                 if not indexed:
@@ -199,8 +239,8 @@ class RuleMaintainer:
         counters.oracle_regions += oracle.regions
         root = oracle.finish()
         self.last_oracle = root
-        old = self._evaluate(store, True, root, False, stats, counters)
-        new = self._evaluate(store, False, root, True, stats, counters)
+        old = self._evaluate(store, True, root, False, stats, counters, complements)
+        new = self._evaluate(store, False, root, True, stats, counters, complements)
         return old, new
 
 

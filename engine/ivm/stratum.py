@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.analysis.containment import supersets
 from engine.errors import NOT_SUPPORTED, NotSupportedError
 from engine.heads import functional_conflict, head_projection
 from engine.ivm.aggregates import GroupAggregates
@@ -119,8 +120,9 @@ class SensitivityStratum:
         self.heads = []
         for pred in self.preds:  # program facts of a derived predicate: permanent support
             self._add(pred, dict.fromkeys(self.prog.facts.get(pred, ()), 1))
+        contained = supersets(self.prog)
         for rule in self.stratum.rules:
-            m = RuleMaintainer(rule, store)
+            m = RuleMaintainer(rule, store, supersets=contained)
             head = _RuleHead(self.prog, m)
             self.heads.append(head)
             units = m.initialize(store, stats, counters)

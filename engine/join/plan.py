@@ -160,6 +160,9 @@ class RulePlan:
     levels: list[Level]
     pre_checks: list[Callable[[Env], bool]]  # checks with no variables at all
     exist_level: int  # from this level on no variable is needed by the head: stop at one
+    # Complement atoms: atom index -> index of the negation it absorbs. The atom reads
+    # T \ S (``engine.join.complement``) and the negation is not checked.
+    complements: dict[int, int] = field(default_factory=dict)
 
 
 def _filter_check(c: Compare) -> Callable[[Env], bool]:
@@ -230,7 +233,12 @@ def build_plan(
     probe: NegationProbe,
     order: Sequence[str] | None = None,
     fresh: AbstractSet[int] = frozenset(),
+    complements: Mapping[int, int] | None = None,
 ) -> RulePlan:
+    """The plan of ``prep``; ``complements`` (from ``complement_pairs``) names atoms that
+    read T \\ S and the negations they absorb."""
+    complements = dict(complements or {})
+    absorbed = set(complements.values())
     if order is None:
         order = choose_order(prep, sizes, fresh)
     order = tuple(order)
@@ -279,7 +287,9 @@ def build_plan(
                 level.lower.append(compile_expr(bound_expr))
         else:
             pre_checks.append(check)
-    for neg in prep.negations:
+    for k, neg in enumerate(prep.negations):
+        if k in absorbed:
+            continue
         bound = {v for v in neg.vars if v in pos}
         check = _negation_check(neg, bound, probe)
         if bound:
@@ -290,4 +300,28 @@ def build_plan(
     if prep.rule.aggregate is None:
         while exist_level > 0 and order[exist_level - 1] not in prep.head_vars:
             exist_level -= 1
-    return RulePlan(prep, order, perms, levels, pre_checks, exist_level)
+    return RulePlan(prep, order, perms, levels, pre_checks, exist_level, complements)
+
+
+def complement_pairs(
+    prep: PreparedRule, supersets: Mapping[str, AbstractSet[str]]
+) -> dict[int, int]:
+    """Atoms that can read T \\ S (seed 000 §3.1.2): atom index -> negation index, for
+    each body ``t(x1, ..., xn), !s(x1, ..., xn)`` with the same distinct variables in the
+    same positions (no constants, repeats or wildcards) and ``t`` in ``supersets[s]`` (S ⊆ T
+    guaranteed by the program, ``engine.analysis.containment``). The negation then
+    removes exactly T's rows that S holds, so the join may read T \\ S instead of T and
+    drop the negation. Each atom and each negation pairs at most once."""
+    pairs: dict[int, int] = {}
+    for k, neg in enumerate(prep.negations):
+        if not all(isinstance(a, Var) for a in neg.args):
+            continue
+        names = tuple(a.name for a in neg.args)  # type: ignore[union-attr]
+        if len(set(names)) != len(names) or any(n.startswith("_") for n in names):
+            continue
+        for atom in prep.atoms:
+            if (atom.index not in pairs and atom.vars == names
+                    and atom.pred in supersets.get(neg.pred, ())):
+                pairs[atom.index] = k
+                break
+    return pairs

@@ -20,6 +20,9 @@ class JoinStats:
     ups: int = 0
     nexts: int = 0
     seeks: int = 0
+    # Count queries of complement iteration (ranks and selects on sorted indexes; seed 000
+    # §3.1.2), beside the iterator operations they serve.
+    counts: int = 0
 
     @property
     def operations(self) -> int:
@@ -32,6 +35,7 @@ class JoinStats:
             "next": self.nexts,
             "seek": self.seeks,
             "iterator_ops": self.operations,
+            "count_queries": self.counts,
         }
 
 
