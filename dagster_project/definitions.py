@@ -24,6 +24,9 @@ def build_definitions(
     return dg.Definitions(
         assets=merged.assets,
         asset_checks=merged.asset_checks,
+        jobs=merged.jobs,
+        sensors=merged.sensors,
+        schedules=merged.schedules,
         resources=dict(resources) if resources is not None else local_resources(root),
     )
 

@@ -1,11 +1,13 @@
 """Factories that turn one ``PipelineSpec`` into Dagster definitions (one module per kind).
 
 Submodules: ``resources`` (warehouse root, lazy Spark), ``edb`` (one asset per EDB table),
-``idb`` (one multi-asset per stratum), ``checks`` (Spark recompute check per IDB predicate).
+``idb`` (one multi-asset per stratum), ``checks`` (Spark recompute check per IDB predicate),
+``automation`` (update/check/rebuild jobs, the EDB version sensor, the daily check schedule).
 """
 
 import dagster as dg
 
+from dagster_project.defs.automation import pipeline_automation
 from dagster_project.defs.checks import idb_checks
 from dagster_project.defs.edb import asset_key, edb_assets, edb_checks
 from dagster_project.defs.idb import idb_assets
@@ -15,9 +17,12 @@ from pipelines.spec import PipelineSpec
 def pipeline_definitions(spec: PipelineSpec) -> dg.Definitions:
     """Assets and checks of one pipeline; resources ``warehouse`` and ``spark`` come from the
     caller (see ``resources.local_resources``), so the same factories serve every environment."""
-    return dg.Definitions(
-        assets=[*edb_assets(spec), *idb_assets(spec)],
-        asset_checks=[*edb_checks(spec), *idb_checks(spec)],
+    return dg.Definitions.merge(
+        dg.Definitions(
+            assets=[*edb_assets(spec), *idb_assets(spec)],
+            asset_checks=[*edb_checks(spec), *idb_checks(spec)],
+        ),
+        pipeline_automation(spec),
     )
 
 

@@ -1,0 +1,167 @@
+"""Jobs, the sensor and the schedule of one pipeline.
+
+- ``<pipeline>_update``: observe the EDB tables (with their blocking ``valid_input`` checks)
+  and materialize the IDB assets incrementally. No Spark.
+- ``<pipeline>_edb_versions`` (sensor): every 30 s reads the Delta version of each EDB table;
+  its cursor holds the versions of the last tick (JSON ``{pred: version}``). When any version
+  moved, it requests one ``_update`` run of the changed EDB assets and everything downstream,
+  with a run key made of the versions (the same versions never launch twice).
+- ``<pipeline>_recompute_checks`` + a daily schedule: the ``matches_spark_recompute`` check
+  of every IDB table (Spark recomputes from the EDB versions each table consumed).
+- ``<pipeline>_rebuild``: every IDB asset in a run tagged ``deltalog/rebuild`` (launch it from
+  the UI, or a backfill of the IDB assets with that tag).
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from dagster_project.defs.checks import CHECK_NAME
+from dagster_project.defs.edb import INPUT_CHECK, asset_key
+from dagster_project.defs.idb import REBUILD_TAG
+from dagster_project.defs.resources import WarehouseResource
+from pipelines import delta_io
+from pipelines.spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import (
+        UnresolvedAssetJobDefinition,
+    )
+
+SENSOR_INTERVAL_SECONDS = 30
+RECOMPUTE_CRON = "0 3 * * *"  # daily, 03:00 UTC
+
+
+def update_job_name(spec: PipelineSpec) -> str:
+    return f"{spec.name}_update"
+
+
+def checks_job_name(spec: PipelineSpec) -> str:
+    return f"{spec.name}_recompute_checks"
+
+
+def rebuild_job_name(spec: PipelineSpec) -> str:
+    return f"{spec.name}_rebuild"
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one sensor tick decided: the EDB tables whose version moved (empty: no run),
+    the cursor to store, and why nothing runs when nothing does."""
+
+    changed: tuple[str, ...]
+    cursor: str
+    skip_reason: str | None = None
+
+
+def plan_tick(cursor: str | None, versions: Mapping[str, int | None]) -> Tick:
+    """The sensor's decision from its stored ``cursor`` and the current ``versions`` (None
+    for a table that does not exist). A table whose version differs from the cursor's (a
+    new commit, or a table recreated at a lower version) counts as changed; the first tick
+    (no cursor) sees every table as changed. While a table is missing nothing runs and the
+    cursor stays as it was."""
+    seen: dict[str, int] = json.loads(cursor) if cursor else {}
+    missing = sorted(p for p, v in versions.items() if v is None)
+    if missing:
+        return Tick((), cursor or "", f"EDB table(s) {', '.join(missing)} do not exist yet")
+    current = {p: int(v) for p, v in versions.items() if v is not None}
+    changed = tuple(sorted(p for p, v in current.items() if seen.get(p) != v))
+    new_cursor = json.dumps(current, sort_keys=True)
+    if not changed:
+        return Tick((), new_cursor, "no EDB table has a new Delta version")
+    return Tick(changed, new_cursor)
+
+
+def run_key(spec: PipelineSpec, versions: Mapping[str, int]) -> str:
+    return f"{spec.name}:{json.dumps(dict(versions), sort_keys=True)}"
+
+
+def _edb_versions(spec: PipelineSpec, root: str) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for pred in sorted(spec.edb_tables):
+        uri = spec.table_uri(root, pred)
+        out[pred] = delta_io.table_version(uri) if delta_io.exists(uri) else None
+    return out
+
+
+def _downstream_idb(spec: PipelineSpec, changed: tuple[str, ...]) -> list[str]:
+    """IDB predicates whose rules read (transitively) one of the ``changed`` EDB tables."""
+    return sorted(p for p in spec.idb_tables if set(spec.edb_closure(p)) & set(changed))
+
+
+def _edb_sensor(spec: PipelineSpec, job: "UnresolvedAssetJobDefinition") -> dg.SensorDefinition:
+    @dg.sensor(
+        name=f"{spec.name}_edb_versions",
+        job=job,
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=(
+            f"Launches {update_job_name(spec)} for the EDB tables of {spec.name} that got a "
+            "new Delta version and the IDB assets downstream of them. The cursor holds the "
+            "versions seen last (JSON {table: version})."
+        ),
+    )
+    def _sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+        versions = _edb_versions(spec, warehouse.root)
+        tick = plan_tick(context.cursor, versions)
+        context.update_cursor(tick.cursor)
+        if not tick.changed:
+            return dg.SkipReason(tick.skip_reason or "nothing changed")
+        current = {p: int(v) for p, v in versions.items() if v is not None}
+        return dg.RunRequest(
+            run_key=run_key(spec, current),
+            asset_selection=[
+                *(asset_key(spec, p) for p in tick.changed),
+                *(asset_key(spec, p) for p in _downstream_idb(spec, tick.changed)),
+            ],
+            asset_check_keys=[
+                dg.AssetCheckKey(asset_key(spec, p), INPUT_CHECK) for p in tick.changed
+            ],
+            tags={"deltalog/edb_versions": json.dumps(current, sort_keys=True)},
+        )
+
+    return _sensor
+
+
+def pipeline_automation(spec: PipelineSpec) -> dg.Definitions:
+    """The jobs, sensor and schedule of ``spec`` (see the module docstring)."""
+    edb = [asset_key(spec, p) for p in sorted(spec.edb_tables)]
+    idb = [asset_key(spec, p) for p in sorted(spec.idb_tables)]
+    update = dg.define_asset_job(
+        update_job_name(spec),
+        selection=dg.AssetSelection.assets(*edb, *idb).without_checks()
+        | dg.AssetSelection.checks(*(dg.AssetCheckKey(k, INPUT_CHECK) for k in edb)),
+        description=f"Observe the EDB tables of {spec.name} and update its IDB tables.",
+        executor_def=dg.in_process_executor,
+    )
+    checks = dg.define_asset_job(
+        checks_job_name(spec),
+        selection=dg.AssetSelection.checks(*(dg.AssetCheckKey(k, CHECK_NAME) for k in idb)),
+        description=f"Every IDB table of {spec.name} against a full recompute on Spark.",
+        executor_def=dg.in_process_executor,
+    )
+    rebuild = dg.define_asset_job(
+        rebuild_job_name(spec),
+        selection=dg.AssetSelection.assets(*idb).without_checks(),
+        description=(
+            f"Rebuild every IDB table of {spec.name} from scratch (run tag {REBUILD_TAG})."
+        ),
+        tags={REBUILD_TAG: "spark"},
+        executor_def=dg.in_process_executor,
+    )
+    schedule = dg.ScheduleDefinition(
+        name=f"{spec.name}_recompute_checks_daily",
+        job=checks,
+        cron_schedule=RECOMPUTE_CRON,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=f"Daily at 03:00 UTC: {checks_job_name(spec)}.",
+    )
+    return dg.Definitions(
+        jobs=[update, checks, rebuild],
+        sensors=[_edb_sensor(spec, update)],
+        schedules=[schedule],
+    )
