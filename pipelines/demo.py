@@ -95,13 +95,16 @@ def _run(defs: Any, with_checks: bool) -> RunSummary:
         mat = event.materialization
         summary.metadata[mat.asset_key.path[-1]] = {k: v.value for k, v in mat.metadata.items()}
     for check in result.get_asset_check_evaluations():
-        summary.checks[check.asset_key.path[-1]] = bool(check.passed)
+        name = f"{check.asset_key.to_user_string()}:{check.check_name}"
+        summary.checks[name] = bool(check.passed)
         if not check.passed:
             meta = {k: v.value for k, v in check.metadata.items()}
-            summary.failures.append(
-                f"check {check.check_name} on {check.asset_key.to_user_string()} failed: "
-                f"missing {meta.get('missing_in_engine')}, extra {meta.get('extra_in_engine')}"
+            detail = (
+                f"missing {meta['missing_in_engine']}, extra {meta['extra_in_engine']}"
+                if "missing_in_engine" in meta
+                else check.description
             )
+            summary.failures.append(f"check {name} failed: {detail}")
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         lines = [ln.strip() for ln in (error.message if error else "").splitlines()]
@@ -229,7 +232,7 @@ def run_demo(root: Path, with_checks: bool = True, sections: frozenset[str] | No
     print()
     if with_checks:
         print(
-            f"checks passed: {passed}/{len(checks)} "
+            f"checks passed (input checks and Spark recompute): {passed}/{len(checks)} "
             f"(run 1: {sum(run1.checks.values())}/{len(run1.checks)}, "
             f"run 2: {sum(run2.checks.values())}/{len(run2.checks)})"
         )
