@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full test test-slow lint typecheck ui bench bench-recursion clean
+.PHONY: help setup demo demo-full demo-wordnet test test-slow lint typecheck ui bench bench-recursion clean
 
 help:
 	@echo "make demo       set up, build the local warehouse, run the pipeline twice, print a report"
 	@echo "make demo-full  the demo on the whole Debian index (about 15 minutes)"
+	@echo "make demo-wordnet  the demo of the second pipeline: the WordNet hypernym graph"
 	@echo "make test       set up and run the default test suite"
 	@echo "make test-slow  the slow tests (larger data)"
 	@echo "make lint       ruff + mypy"
@@ -31,6 +32,9 @@ demo: $(STAMP)
 
 demo-full: $(STAMP)
 	$(BIN)/python -m pipelines.demo
+
+demo-wordnet: $(STAMP)
+	$(BIN)/python -m pipelines.demo --pipeline wordnet
 
 test: $(STAMP)
 	bash scripts/run_tests.sh

@@ -67,16 +67,22 @@ def _start_spark() -> None:
         make_spark_session("deltalog-demo").sparkContext.setLogLevel("ERROR")
 
 
-def _fresh_warehouse(root: Path) -> None:
-    if root.exists():
-        if not (root / MARKER).exists() and any(root.iterdir()):
-            raise DeltalogError(
-                f"{root} exists and was not made by the demo (no {MARKER}); "
-                "remove it or pass --warehouse",
-                "demo",
-            )
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+def _fresh_warehouse(root: Path, spec: Any) -> None:
+    """Wipe the pipeline's tables and saved state under ``root`` (a demo warehouse only:
+    other pipelines' tables stay, so `make ui` shows every demo that ran)."""
+    from pipelines.state_store import state_dir
+
+    if root.exists() and not (root / MARKER).exists() and any(root.iterdir()):
+        raise DeltalogError(
+            f"{root} exists and was not made by the demo (no {MARKER}); "
+            "remove it or pass --warehouse",
+            "demo",
+        )
+    tops = {Path(rel).parts[0] for rel in [*spec.edb_tables.values(), *spec.idb_tables.values()]}
+    for folder in [*(root / top for top in sorted(tops)), state_dir(root, spec.name)]:
+        if folder.exists():
+            shutil.rmtree(folder)
+    root.mkdir(parents=True, exist_ok=True)
     (root / MARKER).write_text("made by python -m pipelines.demo; wiped by the next run\n")
 
 
@@ -158,18 +164,35 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(root: Path, with_checks: bool = True, sections: frozenset[str] | None = None) -> int:
-    """The whole demo; returns the exit status."""
+def _loader(pipeline: str, subset: frozenset[str] | None) -> Any:
+    if pipeline == "debian":
+        return _subset_loader(subset)
+    from pipelines.wordnet.snapshot import snapshot_loader
+
+    return snapshot_loader(None if subset is None else sorted(subset))
+
+
+SUBSET_OF = {"debian": "packages of sections", "wordnet": "synsets (and ancestors) of lexnames"}
+
+
+def run_demo(
+    root: Path,
+    with_checks: bool = True,
+    sections: frozenset[str] | None = None,
+    pipeline: str = "debian",
+) -> int:
+    """The whole demo of ``pipeline``; ``sections`` restricts the data (Debian sections,
+    or WordNet lexicographer files such as noun.animal). Returns the exit status."""
     _quiet()
     from dagster_project.definitions import build_definitions
     from pipelines.spec import load_pipeline
     from pipelines.warehouse import apply_snapshot, build_warehouse
 
-    spec = load_pipeline("debian")
+    spec = load_pipeline(pipeline)
     print(f"deltalog demo: pipeline '{spec.name}', warehouse {root}", flush=True)
     if sections is not None:
-        print(f"  SUBSET: only packages of sections {', '.join(sorted(sections))}", flush=True)
-    load = _subset_loader(sections)
+        print(f"  SUBSET: only {SUBSET_OF[pipeline]} {', '.join(sorted(sections))}", flush=True)
+    load = _loader(pipeline, sections)
     steps: list[tuple[str, float]] = []
 
     def timed(label: str, fn: Any, *args: Any) -> Any:
@@ -179,7 +202,7 @@ def run_demo(root: Path, with_checks: bool = True, sections: frozenset[str] | No
         steps.append((label, time.perf_counter() - start))
         return out
 
-    _fresh_warehouse(root)
+    _fresh_warehouse(root, spec)
     if with_checks:
         timed("start Spark", _start_spark)
     built = timed("build EDB tables (snapshot 1)", build_warehouse, root, spec, 1, load)
@@ -245,7 +268,14 @@ def run_demo(root: Path, with_checks: bool = True, sections: frozenset[str] | No
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.demo",
-        description="Build a fresh local warehouse and run the Debian pipeline twice.",
+        description="Build a fresh local warehouse and run a pipeline twice (snapshot 1, "
+        "then its real change set as snapshot 2).",
+    )
+    parser.add_argument(
+        "--pipeline",
+        choices=sorted(SUBSET_OF),
+        default="debian",
+        help="which example pipeline (default: debian)",
     )
     parser.add_argument(
         "--warehouse",
@@ -259,14 +289,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         metavar="A,B,...",
-        help="run on a subset: only the packages of these Debian sections (e.g. admin,libs)",
+        help="run on a subset: the packages of these Debian sections (e.g. admin,libs), or "
+        "for wordnet the synsets of these lexicographer files (e.g. noun.animal,noun.food)",
     )
     args = parser.parse_args(argv)
     sections = None
     if args.sections:
         sections = frozenset(s.strip() for s in args.sections.split(",") if s.strip())
     try:
-        return run_demo(args.warehouse.resolve(), not args.no_checks, sections)
+        return run_demo(args.warehouse.resolve(), not args.no_checks, sections, args.pipeline)
     except DeltalogError as err:
         print(str(err), file=sys.stderr)
         return 1
