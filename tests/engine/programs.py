@@ -71,9 +71,65 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
 
 
 @st.composite
-def programs(draw, recursion: bool = True, aggregates: bool = True):
+def complement_rules(draw, first: int, available: dict[str, int]):
+    """Two or three IDB predicates from ``p{first}`` on, in the shape complement iteration
+    recognizes (seed 000 §3.1.2): a filter ``s(x̄) :- t(x̄), ...`` of a relation t (so
+    S ⊆ T; sometimes a second filter rule, sometimes a filter of a filter) and a rule
+    ``r(...) :- t(x̄), !s(x̄), ...`` that reads T \\ S, with the variables of x̄ in a random
+    order against the rest of the body."""
+    names = sorted(available)
+    t = draw(st.sampled_from(names))
+    k = available[t]
+    xs = list(draw(st.permutations(VARS[:3]))[:k])  # distinct: x̄ in a random order
+    tx = f"{t}({', '.join(xs)})"
+
+    def extra() -> str:
+        pred = draw(st.sampled_from(names))
+        args = ", ".join(draw(st.sampled_from([*xs, "w", str(draw(DOMAIN))]))
+                         for _ in range(available[pred]))
+        return f"{pred}({args})"
+
+    def filter_body() -> str:
+        kind = draw(st.sampled_from(["pos", "neg", "cmp"]))
+        if kind == "cmp":
+            return f"{draw(st.sampled_from(xs))} {draw(st.sampled_from(['<', '!=', '>=']))} " \
+                   f"{draw(DOMAIN)}"
+        atom = extra()
+        if kind == "neg":
+            return "!" + atom.replace("w", "_")
+        return atom
+
+    s = f"p{first}"
+    rules = [f"{s}({', '.join(xs)}) :- {tx}, {filter_body()}."]
+    if draw(st.booleans()):
+        rules.append(f"{s}({', '.join(xs)}) :- {filter_body()}, {tx}.")
+    nxt = first + 1
+    if draw(st.booleans()):  # a filter of the filter: contained in t through s
+        inner = f"p{nxt}"
+        rules.append(f"{inner}({', '.join(xs)}) :- {s}({', '.join(xs)}), {filter_body()}.")
+        s, nxt = inner, nxt + 1
+    body = [tx, f"!{s}({', '.join(xs)})"]
+    if draw(st.booleans()):
+        body.insert(draw(st.integers(0, 1)), extra())
+    bound = [*xs, *(["w"] if any("w" in b for b in body) else [])]
+    r = f"p{nxt}"
+    if draw(st.integers(0, 3)) == 0:
+        key = draw(st.sampled_from(bound))
+        func = draw(st.sampled_from(["count", "max"]))
+        arg = "" if func == "count" else draw(st.sampled_from(bound))
+        rules.append(f"{r}[{key}] = res <- agg<<res = {func}({arg})>> {', '.join(body)}.")
+    else:
+        head = [draw(st.sampled_from(bound)) for _ in range(draw(st.integers(1, 2)))]
+        rules.append(f"{r}({', '.join(head)}) :- {', '.join(body)}.")
+    return rules
+
+
+@st.composite
+def programs(draw, recursion: bool = True, aggregates: bool = True,
+             complements: bool = False):
     """2-3 IDB predicates p0, p1, ...; p_i may use EDB and p_j (j < i) positively and
-    negatively, and itself positively when ``recursion`` (so the program is stratified)."""
+    negatively, and itself positively when ``recursion`` (so the program is stratified).
+    With ``complements``, often followed by the shape of ``complement_rules``."""
     n_idb = draw(st.integers(1, 3))
     arities = {f"p{i}": draw(st.integers(1, 2)) for i in range(n_idb)}
     rules: list[str] = []
@@ -95,6 +151,9 @@ def programs(draw, recursion: bool = True, aggregates: bool = True):
             if recursion and k > 0:
                 pos[head] = arities[head]
             rules.append(draw(rule_text(head, arities[head], pos, negative, False)))
+    if complements and draw(st.integers(0, 2)) > 0:
+        usable = {**EDB_ARITY, **{p: a for p, a in arities.items() if p not in agg_preds}}
+        rules.extend(draw(complement_rules(n_idb, usable)))
     return EDB_DECLS + "\n".join(rules) + "\n"
 
 
