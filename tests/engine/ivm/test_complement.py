@@ -243,3 +243,24 @@ def test_saved_engine_keeps_reading_the_complement():
         edb = {name: engine.relation(name) for name in prog.edb}
         assert engine.relation("r") == evaluate(prog, edb)["r"]
     assert engine.last_stats.work["count_queries"] > 0
+
+
+def test_regression_complement_node_appears_above_the_changed_depth():
+    """Why the complement atom is stabbed with the complement's own tree surgery: e gains
+    (1, 4) under an existing node 1, so e's surgery inserts at depth 1 only, but T \\ S
+    gains node 1 at depth 0, where the trace recorded its interval (e is read below z, so
+    its intervals are indexed). Stabbing with e's or s's own surgery misses it."""
+    from engine.evaluate import evaluate
+    from engine.runtime import IncrementalEngine
+
+    prog = load_program(DECLS + "s(x, y) :- e(x, y), u(y).\n"
+                        "r(z, x) :- f(z, x), e(x, y), !s(x, y).\n")
+    data = {"e": {(1, 2), (1, 3)}, "u": {(2,), (3,)}, "f": {(0, 1)}}
+    engine = IncrementalEngine(prog, data, "sensitivity")
+    assert engine.relation("r") == frozenset()
+    assert engine.apply({"e": {(1, 4): 1}}) == {"r": {(0, 1): 1}}
+    # and back, then the same through s: u loses 2, so s loses (1, 2)
+    assert engine.apply({"e": {(1, 4): -1}}) == {"r": {(0, 1): -1}}
+    assert engine.apply({"u": {(2,): -1}}) == {"s": {(1, 2): -1}, "r": {(0, 1): 1}}
+    edb = {name: engine.relation(name) for name in prog.edb}
+    assert engine.relation("r") == evaluate(prog, edb)["r"]
