@@ -44,6 +44,7 @@ WORK_COUNTERS = (
     "iterator_ops",
     "oracle_regions",
     "intervals_matched",
+    "count_queries",
     "state_bytes",
 )
 
