@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full demo-wordnet test test-slow lint typecheck ui bench bench-recursion clean
+.PHONY: help setup demo demo-full demo-wordnet test test-slow lint typecheck ui screenshot bench bench-recursion clean
 
 help:
 	@echo "make demo       set up, build the local warehouse, run the pipeline twice, print a report"
@@ -15,6 +15,7 @@ help:
 	@echo "make test-slow  the slow tests (larger data)"
 	@echo "make lint       ruff + mypy"
 	@echo "make ui         the Dagster UI on http://127.0.0.1:3000"
+	@echo "make screenshot the README's UI screenshots (docs/img/; installs chromium when missing)"
 	@echo "make bench      benchmarks (print tables of measurements and ratios)"
 	@echo "make bench-recursion  transitive closure under change: ours vs DuckDB, Pathway, egglog,"
 	@echo "                pydbsp (peers get venvs in .bench-venvs/ on first use; about 30-40 minutes)"
@@ -48,6 +49,9 @@ lint: $(STAMP)
 
 ui: $(STAMP)
 	bash scripts/ui.sh
+
+screenshot: $(STAMP)
+	bash scripts/screenshot.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
