@@ -18,6 +18,7 @@ from engine.errors import MISSING_INPUT, DataError
 from engine.heads import Row
 from pipelines import delta_io
 from pipelines.spec import PipelineSpec
+from pipelines.state_store import load_state, state_path
 from schemas.relation import arrow_schema, arrow_to_rows, normalize
 
 if TYPE_CHECKING:
@@ -141,12 +142,20 @@ def _edb_frames(
 def _recorded_edb_versions(
     root: str | Path, spec: PipelineSpec, pred: str
 ) -> tuple[int, dict[str, int]]:
-    """(table version, EDB versions its newest deltalog commit consumed); EDB tables that no
-    commit recorded (a table written by hand) default to their current version."""
+    """(table version, EDB versions the table stands for): those the stratum's last
+    completed run consumed, from its saved state, when the table is still at the version
+    that run left (a run with no change to write commits nothing, yet the table claims to
+    be up to date with the newer EDB versions: a stale table must fail the check); else
+    those its newest deltalog commit recorded. EDB tables that neither recorded (a table
+    written by hand) default to their current version."""
     uri = spec.table_uri(root, pred)
     _require(uri, pred, spec, "IDB")
     version = delta_io.table_version(uri)
-    recorded = _edb_versions_of(uri, version)
+    state = load_state(state_path(root, spec.name, spec.stratum_of(pred)))
+    if state is not None and state.table_versions.get(pred) == version:
+        recorded = dict(state.edb_versions)
+    else:
+        recorded = _edb_versions_of(uri, version)
     versions = {}
     for edb in spec.edb_closure(pred):
         if edb in recorded:

@@ -1,0 +1,47 @@
+"""The Spark recompute check judges an IDB table against the EDB versions its stratum's last
+completed run consumed, so a table left stale by a run that wrote nothing fails the check
+(the commit metadata alone would still name the old versions and pass)."""
+
+import dataclasses
+
+import pytest
+
+from pipelines import delta_io
+from pipelines.materialize import materialize_stratum, spark_recompute_check
+from pipelines.state_store import load_state, save_state, state_path
+from pipelines.warehouse import write_edb
+from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_stale_table_fails_the_check(tmp_path, spark):
+    spec, root = make_pipeline(tmp_path)
+    index = spec.stratum_of("path")
+    materialize_stratum(root, spec, index)
+    assert spark_recompute_check(spark, root, spec, "path").passed
+
+    write_edb(root, spec, edb_tables([*EDGES_V1, (4, 5)]))
+    # A faulty run: it records the new versions as consumed but writes no change.
+    path = state_path(root, spec.name, index)
+    state = load_state(path)
+    assert state is not None
+    edge = spec.table_uri(root, "edge")
+    now = delta_io.table_version(edge)
+    save_state(
+        path,
+        dataclasses.replace(
+            state,
+            input_versions={**state.input_versions, "edge": now},
+            edb_versions={**state.edb_versions, "edge": now},
+        ),
+    )
+    outcome = spark_recompute_check(spark, root, spec, "path")
+    assert not outcome.passed
+    assert outcome.edb_versions == {"edge": now}
+    assert (4, 5) in outcome.missing_in_engine and (1, 5) in outcome.missing_in_engine
+
+    # The real run from the true state: the table catches up and passes.
+    save_state(path, state)
+    materialize_stratum(root, spec, index)
+    assert spark_recompute_check(spark, root, spec, "path").passed
