@@ -227,6 +227,10 @@ class IncrementalEngine:
     def relation(self, name: str) -> frozenset[Row]:
         return frozenset(self.store[name].rows)
 
+    def size(self, name: str) -> int:
+        """The number of rows of relation ``name`` (current version)."""
+        return len(self.store[name])
+
     def contains(self, name: str, row: Row) -> bool:
         return self._one(name, row) in self.store[name]
 

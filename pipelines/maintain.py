@@ -50,6 +50,14 @@ FAULT_ENV = "DELTALOG_FAULT"
 FAULT_POINTS = ("after_read", "mid_commit", "after_commit", "after_state")
 
 
+# A change this large (at least RELOAD_MIN_ROWS input rows and more than RELOAD_SHARE of the
+# inputs' rows) reloads the stratum from the tables, like a first load, instead of maintaining
+# it: per changed row, maintenance costs far more than evaluation does, and the saved state
+# would be rewritten whole anyway. The run says so in its notes and reports mode "full".
+RELOAD_SHARE = 0.25
+RELOAD_MIN_ROWS = 1000
+
+
 def app_id(spec: PipelineSpec, stratum_index: int, pred: str) -> str:
     """The application transaction id of ``pred``'s table commits."""
     return f"deltalog:{spec.name}:{stratum_index}:{pred}"
@@ -327,6 +335,14 @@ class _Maintenance:
             return self.results("unchanged", state.seq, inputs, edbs, txns, counts, {})
         deltas = self.input_deltas(state.input_versions, inputs)
         self.check_functional(engine, deltas, inputs)
+        changed = sum(len(d) for d in deltas.values())
+        size = sum(engine.size(p) for p in inputs)
+        if changed >= RELOAD_MIN_ROWS and changed > RELOAD_SHARE * size:
+            self.notes.append(
+                f"the change ({changed} rows) is {changed / max(size, 1):.0%} of the inputs "
+                f"({size} rows): the stratum was reloaded from the tables instead of maintained"
+            )
+            return self.full_load(inputs, edbs, state.seq)
         self.fault("after_read")
         out = engine.apply(deltas) if deltas else {}
         stats = engine.last_stats.as_dict() if deltas else {"edb_changes": 0}
