@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make demo       set up, build the local warehouse, run the pipeline twice, print a report"
 	@echo "make demo-full  the demo on the whole Debian index (about 15 minutes)"
-	@echo "make demo-wordnet  the demo of the second pipeline: the WordNet hypernym graph"
+	@echo "make demo-wordnet  the demo of the second pipeline, the WordNet hypernym graph (10-15 min)"
 	@echo "make test       set up and run the default test suite"
 	@echo "make test-slow  the slow tests (larger data)"
 	@echo "make lint       ruff + mypy"
