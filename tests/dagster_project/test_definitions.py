@@ -7,6 +7,7 @@ import pytest
 from dagster_project.definitions import build_definitions
 from dagster_project.defs import asset_key
 from dagster_project.defs.checks import CHECK_NAME
+from dagster_project.defs.edb import INPUT_CHECK
 from dagster_project.defs.resources import WAREHOUSE_ENV, WarehouseResource
 from pipelines.spec import PipelineSpec, load_pipeline
 from tests.dagster_project.tiny import make_pipeline
@@ -87,11 +88,14 @@ def test_lineage_of_tiny_pipeline(tmp_path):
     }
 
 
-def test_one_check_per_idb_predicate(tmp_path):
+def test_one_recompute_check_per_idb_and_one_input_check_per_edb(tmp_path):
     spec, root = make_pipeline(tmp_path)
     graph = build_definitions([spec], root=root).resolve_asset_graph()
     checks = graph.asset_check_keys
-    assert checks == {dg.AssetCheckKey(asset_key(spec, p), CHECK_NAME) for p in spec.idb_tables}
+    assert checks == {
+        *(dg.AssetCheckKey(asset_key(spec, p), CHECK_NAME) for p in spec.idb_tables),
+        *(dg.AssetCheckKey(asset_key(spec, p), INPUT_CHECK) for p in spec.edb_tables),
+    }
 
 
 def test_warehouse_root_from_environment(monkeypatch, tmp_path):
