@@ -9,6 +9,7 @@ import pytest
 from dagster_project.definitions import build_definitions
 from dagster_project.defs import asset_key
 from dagster_project.defs.checks import CHECK_NAME
+from dagster_project.defs.edb import INPUT_CHECK
 from dagster_project.defs.idb import REBUILD_TAG
 from engine.errors import MISSING_INPUT, DeltalogError
 from engine.naive import evaluate_naive
@@ -56,8 +57,9 @@ def _idb_metadata(spec: PipelineSpec, result) -> dict[str, dict]:
     return out
 
 
-def _checks(result) -> dict[str, dg.AssetCheckEvaluation]:
-    return {c.asset_key.path[-1]: c for c in result.get_asset_check_evaluations()}
+def _checks(result, name: str = CHECK_NAME) -> dict[str, dg.AssetCheckEvaluation]:
+    evaluations = result.get_asset_check_evaluations()
+    return {c.asset_key.path[-1]: c for c in evaluations if c.check_name == name}
 
 
 def test_materialize_change_and_check(tmp_path, spark):
@@ -71,6 +73,8 @@ def test_materialize_change_and_check(tmp_path, spark):
     checks = _checks(first)
     assert set(checks) == set(spec.idb_tables)
     assert all(c.passed for c in checks.values()), {p: c.metadata for p, c in checks.items()}
+    inputs = _checks(first, INPUT_CHECK)
+    assert set(inputs) == set(spec.edb_tables) and all(c.passed for c in inputs.values())
     meta = _idb_metadata(spec, first)
     for pred, rows in v1.items():
         assert (meta[pred]["mode"], meta[pred]["incremental"]) == ("full", False)
