@@ -48,8 +48,11 @@ def _col(i: int) -> str:
 
 
 def _unsupported(message: str, rule: Rule | None = None) -> NotSupportedError:
-    where = rule.loc if rule is not None and rule.loc is not None else None
-    return NotSupportedError(f"Spark backend: {message}", where, NOT_SUPPORTED)
+    """DL901 at the rule's line:column, naming the rule (``rule_df`` adds both to errors
+    raised where the rule is not known)."""
+    where = rule.loc if rule is not None else None
+    text = f"Spark backend: {message}" + (f" (rule {rule})" if rule is not None else "")
+    return NotSupportedError(text, where, NOT_SUPPORTED)
 
 
 # ---------------------------------------------------------------------------------------
@@ -159,7 +162,7 @@ def _simulate(
         join_atom(best)
         drain()
     if others:
-        raise _unsupported(f"cannot order the body of {rule} (an unsafe rule?)", rule)
+        raise _unsupported("cannot order the body (an unsafe rule?)", rule)
     return _Plan(steps, crosses, types, frozenset(bound))
 
 
@@ -244,6 +247,65 @@ _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
 }
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _eq(a: Column, ta: str, b: Column, tb: str) -> Column:
+    """``a == b`` with the engine's (Python's) semantics. An int equals a float only when
+    the float is integral and the same integer: Spark would compare ``double(int)``, which
+    makes 2**53 + 1 equal 2.0**53. Written as an equality of longs, so that a join on it
+    stays a hash join."""
+    if {ta, tb} != {"int", "float"}:
+        return a == b
+    if ta == "float":
+        a, b = b, a
+    whole = _whole(b)
+    return F.coalesce((a == whole) & (whole.cast(_DOUBLE) == b), F.lit(False))
+
+
+def _whole(b: Column) -> Column:
+    """A float truncated to a long; null beyond the longs (and for NaN), where Spark's cast
+    would saturate."""
+    return F.when((b >= F.lit(-(2.0**63))) & (b < F.lit(2.0**63)), b.try_cast(_LONG))
+
+
+def _compare(op: str, a: Column, ta: str, b: Column, tb: str) -> Column:
+    """``a op b`` with the engine's semantics: exact between an int and a float (see
+    ``_eq``), and nothing but ``!=`` holds against a float NaN."""
+    if op == "=":
+        eq = _eq(a, ta, b, tb)
+        for c, t in ((a, ta), (b, tb)):
+            if t == "float":
+                eq = eq & ~F.isnan(c)
+        return eq
+    if op == "!=":
+        return (
+            ~_eq(a, ta, b, tb)
+            | (F.isnan(a) if ta == "float" else F.lit(False))
+            | (F.isnan(b) if tb == "float" else F.lit(False))
+        )
+    nan = F.lit(False)
+    for c, t in ((a, ta), (b, tb)):
+        if t == "float":
+            nan = nan | F.isnan(c)
+    if {ta, tb} != {"int", "float"}:
+        return ~nan & _COMPARE[op](a, b)
+    if ta == "float":
+        a, b, op = b, a, _FLIP[op]
+    # a: int, b: float. double(a) is a rounded to the nearest double, so whenever it differs
+    # from b it is on the same side of b as a; when it equals b, b is integral and a is
+    # compared with it as a long (b = 2.0**63 is beyond every long).
+    da = a.cast(_DOUBLE)
+    whole = _whole(b)
+    sign = (
+        F.when(da < b, -1)
+        .when(da > b, 1)
+        .when(whole.isNull(), -1)
+        .when(a < whole, -1)
+        .when(a > whole, 1)
+        .otherwise(0)
+    )
+    return ~nan & _COMPARE[op](sign, F.lit(0))
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,11 +391,14 @@ class _Compiler:
         the variables in ``keep`` (variable -> output column name)."""
         first: dict[str, int] = {}
         conds: list[Column] = []
+        types = [c.type for c in self.prog.schemas[atom.pred].columns]
         for i, arg in enumerate(atom.args):
             if isinstance(arg, Const):
-                conds.append(F.col(_col(i)) == _lit(arg.value)[0])
+                value, t = _lit(arg.value)
+                conds.append(_eq(F.col(_col(i)), types[i], value, t))
             elif arg.name in first:
-                conds.append(F.col(_col(i)) == F.col(_col(first[arg.name])))
+                j = first[arg.name]
+                conds.append(_eq(F.col(_col(i)), types[i], F.col(_col(j)), types[j]))
             else:
                 first[arg.name] = i
         df = rel
@@ -377,7 +442,10 @@ class _Compiler:
                 # float variable is widened); a join compares across types like the engine.
                 cast = {v: SPARK_TYPES[types[v]] for v in new if col_types[v] != types[v]}
                 right = self.atom_df(rel, item, keep, cast)
-                cond = [F.col(names[v]) == F.col(join_names[v]) for v in shared]
+                cond = [
+                    _eq(F.col(names[v]), types[v], F.col(join_names[v]), col_types[v])
+                    for v in shared
+                ]
                 if cur is None:
                     cur = right
                 elif not new:  # nothing to bind: a filter (no row multiplication)
@@ -392,9 +460,9 @@ class _Compiler:
                 cur = self.spark.range(1).select(F.lit(1).alias(_UNIT))
             if step.kind == "filter":
                 assert isinstance(item, Compare)
-                left, _ = _expr(item.left, names, types)
-                right_c, _ = _expr(item.right, names, types)
-                cur = cur.filter(_COMPARE[item.op](left, right_c))
+                left, lt = _expr(item.left, names, types)
+                right_c, rt = _expr(item.right, names, types)
+                cur = cur.filter(_compare(item.op, left, lt, right_c, rt))
             elif step.kind == "assign":
                 assert step.target is not None and step.source is not None
                 value, _ = _expr(step.source, names, types)
@@ -407,8 +475,15 @@ class _Compiler:
                 keys = sorted(atom.vars & bound)
                 neg_names = {v: f"n{k}_" for k, v in enumerate(keys)}
                 right = self.atom_df(lookup(step.index, atom.pred), atom, neg_names, {})
+                neg_types: dict[str, str] = {}
+                for a, c in zip(atom.args, self.prog.schemas[atom.pred].columns, strict=True):
+                    if isinstance(a, Var):
+                        neg_types.setdefault(a.name, c.type)
                 if keys:
-                    cond = [F.col(names[v]) == F.col(neg_names[v]) for v in keys]
+                    cond = [
+                        _eq(F.col(names[v]), types[v], F.col(neg_names[v]), neg_types[v])
+                        for v in keys
+                    ]
                     cur = cur.join(right, on=cond, how="left_anti")
                 else:
                     right = right.select(F.lit(1).alias(_NEG_KEY)).limit(1)
@@ -423,6 +498,16 @@ class _Compiler:
         self, rule: Rule, lookup: Callable[[int, str], DataFrame], prefer: int | None = None
     ) -> DataFrame:
         """The head rows the rule derives, as internal columns c0..cn (not yet distinct)."""
+        try:
+            return self._rule_df(rule, lookup, prefer)
+        except NotSupportedError as err:
+            if err.where is not None:
+                raise
+            raise _unsupported(err.message.removeprefix("Spark backend: "), rule) from None
+
+    def _rule_df(
+        self, rule: Rule, lookup: Callable[[int, str], DataFrame], prefer: int | None = None
+    ) -> DataFrame:
         plan = self.plan(rule, prefer)
         df, names = self.body(rule, plan, lookup)
         schema = self.prog.schemas[rule.head.pred]
@@ -681,11 +766,11 @@ def recompute(
     keep = _kept(prog, strata, wanted)
     chosen = {id(s) for s in strata}
     for stratum in prog.strata:
-        if id(stratum) in chosen:
-            comp.evaluate_stratum(stratum, seeds, keep)
-        elif need.intersection(stratum.preds):
+        if id(stratum) not in chosen and need.intersection(stratum.preds):
             for p in stratum.preds:
                 comp.rels[p] = given[p].distinct()
+    for stratum in strata:
+        comp.evaluate_stratum(stratum, seeds, keep)
     out: dict[str, DataFrame] = {}
     for name in wanted:
         schema = prog.schemas[name]

@@ -16,9 +16,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.errors import DataError
+from engine.errors import DataError, NotSupportedError
 from engine.evaluate import load_program
 from engine.naive import evaluate_naive
+from pipelines import spark_backend
 from pipelines.spark_backend import _plan, recompute
 from pipelines.spark_session import collect_rows, spark_schema, to_spark
 
@@ -365,3 +366,37 @@ def test_debian_program(spark: SparkSession) -> None:
     assert ("lonely",) in got["leaf"] and ("app",) in got["leaf"]
     assert ("libbar", 2) in got["rdepends_count"]
     assert {("app",), ("cyc-a",), ("libbar",)} <= got["affected"]
+
+
+def test_not_supported_names_rule_and_location(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything the analysis accepts compiles; what cannot (here: total() on a pyspark
+    without Arrow aggregate UDFs) raises DL901 at the rule's line:column, naming the rule."""
+    text = ".decl v(g: int, x: float)\n\nt[g] = s <- agg<<s = total(x)>> v(g, x).\n"
+    prog = load_program(text, "prog.dl")
+    monkeypatch.setattr(spark_backend, "_FSUM", [])
+    monkeypatch.delattr(F, "arrow_udf")
+    with pytest.raises(NotSupportedError) as err:
+        recompute(spark, prog, {"v": to_spark(spark, prog.schemas["v"], [(1, 1.0)])})
+    assert err.value.code == "DL901"
+    assert str(err.value) == (
+        "prog.dl:3:1: error DL901: Spark backend: total() needs pyspark >= 4.1 (Arrow "
+        "grouped-aggregate UDFs) (rule t[g] = s :- agg<<s = total(x)>> v(g, x).)"
+    )
+
+
+def test_unorderable_body_is_not_supported() -> None:
+    """A body the planner cannot order (only an unsafe rule, which the analysis rejects
+    first) is DL901 with the rule and its location, not a crash."""
+    import dataclasses
+
+    from engine.syntax.ast import Compare, Const, Var
+
+    prog = load_program(".decl q(x: int)\np(x) :- q(x).", "prog.dl")
+    (rule,) = prog.program.rules
+    bad = dataclasses.replace(rule, body=(*rule.body, Compare(">", Var("y"), Const(1))))
+    with pytest.raises(NotSupportedError) as err:
+        _plan(bad, prog.schemas)
+    assert str(err.value).startswith("prog.dl:2:1: error DL901: Spark backend: cannot order")
+    assert "(rule p(x) :- q(x), y > 1.)" in str(err.value)
