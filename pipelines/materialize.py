@@ -121,11 +121,106 @@ def materialize_stratum(
 
 
 def rebuild_stratum(
-    root: str | Path, spec: PipelineSpec, stratum_index: int, lock_wait: float = LOCK_WAIT_SECONDS
+    root: str | Path,
+    spec: PipelineSpec,
+    stratum_index: int,
+    lock_wait: float = LOCK_WAIT_SECONDS,
+    spark: "SparkSession | None" = None,
 ) -> list[StratumResult]:
-    """Drop the stratum's saved state and reload it from the tables (the backfill path);
-    the IDB tables get one commit each that makes them equal the reloaded result."""
-    return materialize_stratum(root, spec, stratum_index, rebuild=True, lock_wait=lock_wait)
+    """Rebuild the IDB tables of stratum ``stratum_index`` from scratch (the backfill path).
+
+    With ``spark``: under the stratum's lock, recompute the stratum on Spark from its input
+    tables (EDB and upstream IDB tables) at their current versions, drop the saved engine
+    state, and make each IDB table equal the Spark result in ONE commit per table, with the
+    same commit metadata (input and EDB versions, seq) and application transaction
+    (``deltalog:<pipeline>:<stratum>:<pred>`` at the next seq) as an incremental run. A
+    table that already equals the result gets no commit (a rebuild of an unchanged
+    warehouse commits nothing), except a first, stamped commit for a table that no deltalog
+    run wrote yet. Results have mode ``"rebuild"``.
+
+    The Python engine is not run: the next materialization finds no saved state, reloads the
+    engine from the rebuilt tables (mode ``"full"``) and commits nothing when the engine
+    agrees with Spark; should they disagree, that run's commit and notes show it. So a
+    rebuild is independent of the engine state it replaces, and a rebuild killed at any
+    point (state already dropped, some tables committed) converges on the next run, a
+    rebuild or an incremental one.
+
+    Without ``spark``: drop the state and reload it with the Python engine (its full load
+    writes the tables' differences, mode ``"full"``).
+    """
+    if spark is None:
+        return materialize_stratum(root, spec, stratum_index, rebuild=True, lock_wait=lock_wait)
+    from pipelines.state_store import stratum_lock
+
+    with stratum_lock(state_path(root, spec.name, stratum_index), lock_wait):
+        return _spark_rebuild(spark, root, spec, stratum_index)
+
+
+def _spark_rebuild(
+    spark: "SparkSession", root: str | Path, spec: PipelineSpec, index: int
+) -> list[StratumResult]:
+    import time
+
+    from pipelines.maintain import _Maintenance, app_id, json_dumps
+    from pipelines.spark_backend import recompute
+    from pipelines.state_store import drop_state
+
+    run = _Maintenance(root, spec, index)
+    inputs, edbs = run.snapshot()
+    state = load_state(run.path)
+    txns = run.table_txns()
+    seq = max([state.seq if state is not None else 0, *(t or 0 for t, _ in txns.values())]) + 1
+    started = time.perf_counter()
+    frames = {
+        pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)
+        for pred, version in inputs.items()
+    }
+    recomputed = recompute(spark, spec.program, frames, run.preds)
+    expected = {}
+    for pred in run.preds:
+        schema = arrow_schema(spec.program.schemas[pred])
+        arrow = normalize(recomputed[pred].toArrow())
+        expected[pred] = arrow.rename_columns(schema.names).cast(schema)
+    spark_seconds = time.perf_counter() - started
+    run.fault("after_read")
+    # Before any commit: a state that outlived a half-done rebuild would be reconciled
+    # against tables it never produced.
+    if drop_state(run.path):
+        run.notes.append("rebuild on Spark: saved state dropped (the next run reloads it)")
+    metadata = {
+        "deltalog.pipeline": spec.name,
+        "deltalog.stratum": str(index),
+        INPUT_VERSIONS: json_dumps(inputs),
+        EDB_VERSIONS: json_dumps(edbs),
+        SEQ: str(seq),
+        "deltalog.mode": "rebuild",
+    }
+    counts: dict[str, tuple[int, int]] = {}
+    committed = 0
+    for pred in run.preds:
+        uri = _ensure_table(root, spec, pred)
+        missing, extra = _compare(expected[pred], delta_io.read_arrow(uri))
+        counts[pred] = (missing.num_rows, extra.num_rows)
+        txn = (app_id(spec, index, pred), seq)
+        if missing.num_rows or extra.num_rows:
+            ins, dels, version = delta_io.commit_delta(uri, missing, extra, metadata, txn)
+            counts[pred] = (ins, dels)
+        elif not _deltalog_commits(uri):
+            version = delta_io.stamp(uri, metadata, txn)
+        else:
+            continue
+        txns[pred] = (seq, version)
+        committed += 1
+        if committed == 1:
+            run.fault("mid_commit")
+    run.fault("after_commit")
+    stats = {
+        "spark_seconds": round(spark_seconds, 3),
+        "idb_inserted": sum(i for i, _ in counts.values()),
+        "idb_erased": sum(d for _, d in counts.values()),
+    }
+    # The run number of the tables' newest deltalog commits (this rebuild's when it wrote).
+    return run.results("rebuild", seq if committed else seq - 1, inputs, edbs, txns, counts, stats)
 
 
 def _edb_frames(

@@ -1,14 +1,14 @@
 """One multi-asset per stratum (a recursive component or a single predicate): one AssetSpec
 per IDB predicate, with deps from the rule bodies; the body calls ``materialize_stratum``
 (incremental from the saved engine state), or ``rebuild_stratum`` in a run tagged
-``deltalog/rebuild``."""
+``deltalog/rebuild`` (``spark``: a recompute on Spark)."""
 
 from typing import Any
 
 import dagster as dg
 
 from dagster_project.defs.edb import KINDS, asset_key
-from dagster_project.defs.resources import WarehouseResource
+from dagster_project.defs.resources import SparkResource, WarehouseResource
 from engine.errors import DeltalogError
 from pipelines.materialize import StratumResult, materialize_stratum, rebuild_stratum
 from pipelines.spec import PipelineSpec
@@ -27,7 +27,7 @@ def _metadata(spec: PipelineSpec, result: StratumResult, uri: str) -> dict[str, 
         "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
         "uri": dg.MetadataValue.path(uri),
         "mode": result.mode,
-        "incremental": result.mode != "full",
+        "incremental": result.mode in ("incremental", "unchanged"),
         "seq": result.seq,
         "notes": dg.MetadataValue.text("\n".join(result.notes) or "-"),
         "engine_seconds": dg.MetadataValue.float(float(result.stats.get("seconds", 0.0))),
@@ -53,9 +53,13 @@ def _number(value: Any) -> Any:
     return dg.MetadataValue.float(float(value)) if isinstance(value, float) else int(value)
 
 
-# A run tagged ``deltalog/rebuild`` (any value; e.g. a backfill launched from the UI with
-# that tag) drops each selected stratum's saved state and reloads it from the tables.
+# A run tagged ``deltalog/rebuild`` rebuilds each selected stratum (``rebuild_stratum``).
+# With the value ``spark`` (the ``<pipeline>_rebuild`` job, and so a UI backfill of it):
+# recomputed on Spark, one commit per IDB table that makes it equal the result, saved
+# state dropped. With any other value: saved state dropped and reloaded by the Python
+# engine from the tables.
 REBUILD_TAG = "deltalog/rebuild"
+REBUILD_ON_SPARK = "spark"
 
 
 def _describe(spec: PipelineSpec, pred: str, recursive: bool) -> str:
@@ -88,11 +92,17 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
         specs=specs,
         description=f"Stratum {index} of {spec.name}: {', '.join(stratum.preds)}",
     )
-    def _materialize(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-        rebuild = bool(context.run.tags.get(REBUILD_TAG))
-        run = rebuild_stratum if rebuild else materialize_stratum
+    def _materialize(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, spark: SparkResource
+    ):
+        rebuild = context.run.tags.get(REBUILD_TAG)
         try:
-            results = run(warehouse.root, spec, index)
+            if not rebuild:
+                results = materialize_stratum(warehouse.root, spec, index)
+            elif rebuild == REBUILD_ON_SPARK:
+                results = rebuild_stratum(warehouse.root, spec, index, spark=spark.session())
+            else:
+                results = rebuild_stratum(warehouse.root, spec, index)
         except DeltalogError as err:
             raise dg.Failure(description=str(err), allow_retries=False) from None
         for result in results:
