@@ -10,16 +10,14 @@ representative sample; the ``slow`` sweep checks many more programs.
 """
 
 import dataclasses
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from engine.analysis.check import AnalyzedProgram, analyze
 from engine.errors import DeltalogError
@@ -33,6 +31,7 @@ from pipelines.spark_backend import recompute
 from pipelines.spark_session import to_spark
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import edb_data, programs
+from tests.pipelines.test_spark_backend import collect_all
 
 pytestmark = pytest.mark.spark
 
@@ -76,25 +75,6 @@ def merge(programs: Sequence[tuple[str, Program]]) -> Program:
         rules += [_rename_rule(r, prefix) for r in p.rules]
         facts += [_rename_atom(f, prefix) for f in p.facts]
     return Program(tuple(decls), tuple(rules), tuple(facts), "<batch>")
-
-
-def collect_all(got: Mapping[str, DataFrame]) -> dict[str, list[Row]]:
-    """Every relation's rows in one Spark job; rows travel as JSON objects, whose numbers
-    round-trip exactly (ints and doubles)."""
-    parts = []
-    for name, df in got.items():
-        row = F.to_json(F.struct(*[F.col(c) for c in df.columns])) if df.columns else F.lit("{}")
-        parts.append(df.select(F.lit(name).alias("rel"), row.alias("row")))
-    out: dict[str, list[Row]] = {name: [] for name in got}
-    if not parts:
-        return out
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.union(part)
-    for rel, text in union.collect():
-        obj = json.loads(text)
-        out[rel].append(tuple(obj[c] for c in got[rel].columns))
-    return out
 
 
 def typed(rows: Iterable[Row]) -> set[tuple[tuple[str, Any], ...]]:
