@@ -167,22 +167,22 @@ class StratumMaintainer(Protocol):
     def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
 
 
-def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str) -> StratumMaintainer:
+def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
+                columnar: bool = True) -> StratumMaintainer:
+    """The maintainer of ``stratum`` under ``strategy``. DBSP strata of the graph shape
+    (``engine.dbsp.columnar.columnar_reason``) run on the columnar kernel unless
+    ``columnar`` is off; both kernels compute the same thing (differential tests)."""
     use_dbsp = strategy == "dbsp" or (strategy == "auto" and stratum.recursive)
     if not use_dbsp:
         from engine.ivm.stratum import SensitivityStratum
 
         return SensitivityStratum(prog, stratum)
-    try:
-        from engine.dbsp.stratum import DbspStratum
-    except ImportError as exc:  # pragma: no cover - until the DBSP strategy lands
-        raise NotSupportedError(
-            f"strategy '{strategy}' needs DBSP maintenance for "
-            f"{', '.join(stratum.preds)}, which is not available ({exc})",
-            None,
-            NOT_SUPPORTED,
-        ) from exc
-    return DbspStratum(prog, stratum)  # type: ignore[no-any-return]
+    from engine.dbsp.columnar import ColumnarStratum, columnar_reason
+    from engine.dbsp.stratum import DbspStratum
+
+    if columnar and columnar_reason(prog, stratum) is None:
+        return ColumnarStratum(prog, stratum)
+    return DbspStratum(prog, stratum)
 
 
 class IncrementalEngine:
@@ -190,7 +190,11 @@ class IncrementalEngine:
     strata in order, each seeing the effective deltas of the strata below it."""
 
     def __init__(
-        self, prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]], strategy: str = "auto"
+        self,
+        prog: AnalyzedProgram,
+        edb: Mapping[str, Iterable[Row]],
+        strategy: str = "auto",
+        columnar: bool = True,
     ):
         self.prog = prog
         self.strategy = strategy
@@ -210,7 +214,7 @@ class IncrementalEngine:
         self.strata: list[tuple[Stratum, StratumMaintainer]] = []
         work: dict[str, int] = {}
         for stratum in prog.strata:
-            m = _maintainer(prog, stratum, strategy)
+            m = _maintainer(prog, stratum, strategy, columnar)
             for pred, rows in m.initialize(self.store).items():
                 self.store[pred].commit(dict.fromkeys(rows, 1))
             self.store.settle()
