@@ -43,6 +43,11 @@ Bool = NDArray[np.bool_]
 LOW = np.int64((1 << 32) - 1)
 NONE = np.int32(2**31 - 1)  # the depth of a non-member (and of an undecided fact)
 TYPES = ("int", "string")
+# Housekeeping thresholds (module-level so that tests can make them tiny): tombstones are
+# purged past max(PURGE_MIN, a quarter of the facts); the births pool is compacted when
+# it would grow and holds more than twice its live entries plus POOL_SLACK.
+PURGE_MIN = 1024
+POOL_SLACK = 1 << 16
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 
@@ -162,9 +167,14 @@ class _View:
     pdepth: I32 = field(default_factory=lambda: _E32)
     lo: int = 0
     hi: int = 0
+    dmap: I64 | None = None  # depth of keys[i] is depth[dmap[i]] (else depth[i])
 
     def _ok(self, d: I32) -> Bool:
         return (d >= self.lo) & (d <= self.hi)
+
+    def _dep(self, idx: I64) -> I32:
+        assert self.depth is not None
+        return self.depth[self.dmap[idx] if self.dmap is not None else idx]
 
     def counts(self, first: I64) -> I64:
         """Upper bounds of how many rows start with each value of ``first``."""
@@ -181,7 +191,7 @@ class _View:
                              np.searchsorted(self.keys, b).astype(np.int64))
         k = self.keys[idx]
         seen = len(k)
-        keep = self._ok(self.depth[idx]) if self.depth is not None else None
+        keep = self._ok(self._dep(idx)) if self.depth is not None else None
         if len(self.pkeys):
             _, shadowed = _find(self.pkeys, k)
             keep = ~shadowed if keep is None else keep & ~shadowed
@@ -199,7 +209,7 @@ class _View:
     def contains(self, keys: I64) -> Bool:
         pos, hit = _find(self.keys, keys)
         if self.depth is not None:
-            hit[hit] = self._ok(self.depth[pos[hit]])
+            hit[hit] = self._ok(self._dep(pos[hit]))
         if len(self.pkeys):
             ppos, phit = _find(self.pkeys, keys)
             hit[phit] = self._ok(self.pdepth[ppos[phit]])
@@ -209,7 +219,8 @@ class _View:
         """The distinct first values of the view's rows."""
         k = self.keys
         if self.depth is not None:
-            k = k[self._ok(self.depth)]
+            d = self.depth[self.dmap] if self.dmap is not None else self.depth
+            k = k[self._ok(d)]
         if len(self.pkeys):
             _, shadowed = _find(self.pkeys, k)
             k = np.concatenate([k[~shadowed], self.pkeys[self._ok(self.pdepth)]])
@@ -256,17 +267,22 @@ Source = Any  # Callable[[tuple[int, ...]], _View]
 
 @dataclass
 class _Rel:
-    """One defined relation: members sorted in each column order with their depths;
-    births (fact, t, count) sorted by fact."""
+    """One defined relation: facts sorted by key with their depths (NONE: a tombstone
+    left by a deleted fact, reused when it comes back) and births (a slice of the pool
+    of (t, count) entries per fact); the same facts sorted by swapped key (binary
+    relations), with their positions in the first order."""
 
     arity: int
     keys: I64 = field(default_factory=lambda: _E64)
     depth: I32 = field(default_factory=lambda: _E32)
+    bstart: I64 = field(default_factory=lambda: _E64)
+    blen: I64 = field(default_factory=lambda: _E64)
     skeys: I64 = field(default_factory=lambda: _E64)
-    sdepth: I32 = field(default_factory=lambda: _E32)
-    bkey: I64 = field(default_factory=lambda: _E64)
-    bt: I32 = field(default_factory=lambda: _E32)
-    bw: I64 = field(default_factory=lambda: _E64)
+    sperm: I64 = field(default_factory=lambda: _E64)
+    pool_t: I32 = field(default_factory=lambda: _E32)
+    pool_w: I64 = field(default_factory=lambda: _E64)
+    pool_n: int = 0  # used prefix of the pool
+    live: int = 0  # entries of the pool that belong to a fact
     hist: I64 = field(default_factory=lambda: _E64)  # members per depth
     bhist: I64 = field(default_factory=lambda: _E64)  # birth entries per t
 
@@ -274,17 +290,50 @@ class _Rel:
         if hi < lo or hi < 0:
             return _empty_view()
         if perm == (1, 0):
-            return _View(self.skeys, self.sdepth, lo=lo, hi=hi)
+            return _View(self.skeys, self.depth, lo=lo, hi=hi, dmap=self.sperm)
         return _View(self.keys, self.depth, lo=lo, hi=hi)
 
     def hist_at(self, t: int) -> int:
         return int(self.hist[t]) if t < len(self.hist) else 0
+
+    def set_swapped(self) -> None:
+        if self.arity == 2:
+            sk = _swap(self.keys)
+            order = np.argsort(sk)
+            self.skeys, self.sperm = sk[order], order.astype(np.int64)
+
+    def pool_write(self, n: int) -> int:
+        """Room for n more pool entries; returns where they start."""
+        at = self.pool_n
+        if at + n > len(self.pool_t):
+            if self.pool_n > 2 * self.live + POOL_SLACK:
+                self.compact()
+                at = self.pool_n
+            if at + n > len(self.pool_t):
+                cap = max(at + n, int(len(self.pool_t) * 1.5) + 1024)
+                t, w = np.zeros(cap, np.int32), np.zeros(cap, np.int64)
+                t[:at], w[:at] = self.pool_t[:at], self.pool_w[:at]
+                self.pool_t, self.pool_w = t, w
+        self.pool_n = at + n
+        return at
+
+    def compact(self) -> None:
+        """Drop the pool entries no fact owns (left by births that moved or ended)."""
+        _, idx = _ranges(self.bstart, self.bstart + self.blen)
+        self.pool_t, self.pool_w = self.pool_t[idx], self.pool_w[idx]
+        self.bstart = np.cumsum(self.blen) - self.blen
+        self.pool_n = self.live = len(idx)
 
 
 def _hist(values: I32, weights: I64 | None = None) -> I64:
     if not len(values):
         return _E64
     return np.bincount(values, weights=weights).astype(np.int64)
+
+
+def _trim(h: I64) -> I64:
+    nz = np.flatnonzero(h)
+    return h[: nz[-1] + 1] if len(nz) else _E64
 
 
 def _hist_add(h: I64, values: I32, sign: int) -> I64:
@@ -301,10 +350,12 @@ def _hist_add(h: I64, values: I32, sign: int) -> I64:
 @dataclass
 class _Touched:
     """The touched facts of one relation in a commit, sorted, with what is known of
-    them: old depth, new depth (NONE: undecided or not a member), whether decided, the
-    cumulative Δr, and their old births (owner index, t, count)."""
+    them: position in the relation's arrays (-1: none), old depth, new depth (NONE:
+    undecided or not a member), whether decided, the cumulative Δr, their old births
+    (owner index, t, count), and their order by swapped key."""
 
     keys: I64 = field(default_factory=lambda: _E64)
+    pos: I64 = field(default_factory=lambda: _E64)
     old: I32 = field(default_factory=lambda: _E32)
     new: I32 = field(default_factory=lambda: _E32)
     decided: Bool = field(default_factory=lambda: np.zeros(0, np.bool_))
@@ -312,10 +363,11 @@ class _Touched:
     gown: I64 = field(default_factory=lambda: _E64)
     gt: I32 = field(default_factory=lambda: _E32)
     gw: I64 = field(default_factory=lambda: _E64)
+    skeys: I64 = field(default_factory=lambda: _E64)
+    sorder: I64 = field(default_factory=lambda: _E64)
     log_k: list[I64] = field(default_factory=list)
     log_t: list[I32] = field(default_factory=list)
     log_w: list[I64] = field(default_factory=list)
-    _swapped: tuple[I64, I64] | None = None
 
 
 class ColumnarStratum:
@@ -562,13 +614,23 @@ class ColumnarStratum:
             ct = self._zsets(out)
         for pred, rel in self.rels.items():
             parts = births[pred]
+            rel.blen = np.zeros(len(rel.keys), np.int64)
+            rel.bstart = np.zeros(len(rel.keys), np.int64)
             if parts:
-                k = np.concatenate([p[0] for p in parts])
+                bk = np.concatenate([p[0] for p in parts])
                 bt = np.concatenate([p[1] for p in parts])
                 bw = np.concatenate([p[2] for p in parts])
-                order = np.argsort(k, kind="stable")  # by fact, then t (appended in order)
-                rel.bkey, rel.bt, rel.bw = k[order], bt[order], bw[order]
-                rel.bhist = _hist(rel.bt)
+                order = np.argsort(bk, kind="stable")  # by fact, then t (appended in order)
+                bk = bk[order]
+                room = len(bk) + len(bk) // 4 + 1024  # slack for births that move
+                rel.pool_t, rel.pool_w = np.zeros(room, np.int32), np.zeros(room, np.int64)
+                rel.pool_t[: len(bk)], rel.pool_w[: len(bk)] = bt[order], bw[order]
+                fkeys, counts = np.unique(bk, return_counts=True)
+                assert np.array_equal(fkeys, rel.keys), "a fact without births"
+                rel.blen = counts.astype(np.int64)
+                rel.bstart = np.cumsum(rel.blen) - rel.blen
+                rel.pool_n = rel.live = len(bk)
+                rel.bhist = _hist(bt)
             rel.hist = _hist(rel.depth)
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         return {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
@@ -582,10 +644,7 @@ class ColumnarStratum:
                 if len(layer):
                     depth[np.searchsorted(keys, layer)] = d
             rel.keys, rel.depth = keys, depth
-            if rel.arity == 2:
-                sk = _swap(keys)
-                order = np.argsort(sk)
-                rel.skeys, rel.sdepth = sk[order], depth[order]
+            rel.set_swapped()
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:
@@ -603,16 +662,10 @@ class ColumnarStratum:
         tc = self._touched.get(pred)
         if not new or tc is None or not len(tc.keys) or hi < lo or hi < 0:
             return view
-        nd = np.where(tc.decided, tc.new, NONE).astype(np.int32)
         if perm == (1, 0):
-            if tc._swapped is None:
-                sk = _swap(tc.keys)
-                order = np.argsort(sk)
-                tc._swapped = (sk[order], order)
-            sk, sorder = tc._swapped
-            view.pkeys, view.pdepth = sk, nd[sorder]
+            view.pkeys, view.pdepth = tc.skeys, tc.new[tc.sorder]
         else:
-            view.pkeys, view.pdepth = tc.keys, nd
+            view.pkeys, view.pdepth = tc.keys, tc.new
         return view
 
     # -- apply ----------------------------------------------------------------------------
@@ -721,22 +774,30 @@ class ColumnarStratum:
                 return out
 
             rpos, rhit = _find(rel.keys, fresh)
+            rpos[~rhit] = -1
             d_old = np.full(len(fresh), NONE, np.int32)
             d_old[rhit] = rel.depth[rpos[rhit]]
             member = d_old <= t - 1  # a member already: stays one at the same depth
+            tc.pos = spread(tc.pos, rpos)
             tc.old = spread(tc.old, d_old)
             tc.new = spread(tc.new, np.where(member, d_old, NONE).astype(np.int32))
             tc.decided = spread(tc.decided, member)
             tc.dr = spread(tc.dr, np.zeros(len(fresh), np.int64))
             # old births of the fresh facts
-            lo = np.searchsorted(rel.bkey, fresh).astype(np.int64)
-            hi = np.searchsorted(rel.bkey, fresh, side="right").astype(np.int64)
-            own, idx = _ranges(lo, hi)
-            tc.gown = np.concatenate([pa[tc.gown], pb[own]])
-            tc.gt = np.concatenate([tc.gt, rel.bt[idx]])
-            tc.gw = np.concatenate([tc.gw, rel.bw[idx]])
+            at = rpos[rhit]
+            own, idx = _ranges(rel.bstart[at], rel.bstart[at] + rel.blen[at])
+            tc.gown = np.concatenate([pa[tc.gown], pb[np.flatnonzero(rhit)][own]])
+            tc.gt = np.concatenate([tc.gt, rel.pool_t[idx]])
+            tc.gw = np.concatenate([tc.gw, rel.pool_w[idx]])
             tc.keys = merged
-            tc._swapped = None
+            if rel.arity == 2:
+                sf = _swap(fresh)
+                so = np.argsort(sf)
+                tc.skeys, spa, spb = _merge_sorted(tc.skeys, sf[so])
+                sorder = np.empty(n, np.int64)
+                sorder[spa] = pa[tc.sorder]
+                sorder[spb] = pb[so]
+                tc.sorder = sorder
             pos, hit = _find(tc.keys, k)
         tc.dr[pos] += w
 
@@ -761,9 +822,8 @@ class ColumnarStratum:
         for pred, tc in self._touched.items():
             if not len(tc.keys):
                 continue
-            new = np.where(tc.decided, tc.new, NONE).astype(np.int32)
-            ins = (tc.old == NONE) & (new != NONE)
-            era = (tc.old != NONE) & (new == NONE)
+            ins = (tc.old == NONE) & (tc.new != NONE)
+            era = (tc.old != NONE) & (tc.new == NONE)
             d: Delta = {}
             for row in self._decode(pred, tc.keys[ins]):
                 d[row] = 1
@@ -771,18 +831,15 @@ class ColumnarStratum:
                 d[row] = -1
             if d:
                 out[pred] = d
-            self._update_births(self.rels[pred], tc)
-            self._update_members(self.rels[pred], tc.keys, tc.old, new)
+            self._update(self.rels[pred], tc)
         return out
 
     @staticmethod
-    def _update_births(rel: _Rel, tc: _Touched) -> None:
-        lk = np.concatenate(tc.log_k)
-        lt = np.concatenate(tc.log_t)
-        lw = np.concatenate(tc.log_w)
-        k = np.concatenate([tc.keys[tc.gown], lk])
-        bt = np.concatenate([tc.gt, lt])
-        w = np.concatenate([tc.gw, lw])
+    def _new_births(tc: _Touched) -> tuple[I64, I32, I64]:
+        """The births of the touched facts after the commit, sorted by (fact, t)."""
+        k = np.concatenate([tc.keys[tc.gown], *tc.log_k])
+        bt = np.concatenate([tc.gt, *tc.log_t])
+        w = np.concatenate([tc.gw, *tc.log_w])
         order = np.lexsort((bt, k))
         k, bt, w = k[order], bt[order], w[order]
         starts = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (bt[1:] != bt[:-1])])
@@ -791,61 +848,81 @@ class ColumnarStratum:
         if (w < 0).any():
             raise AssertionError("negative derivation count")
         nz = w != 0
-        k, bt, w = k[nz], bt[nz], w[nz]
-        # drop the touched facts' old births, put the new ones in
-        lo = np.searchsorted(rel.bkey, tc.keys).astype(np.int64)
-        hi = np.searchsorted(rel.bkey, tc.keys, side="right").astype(np.int64)
-        _, idx = _ranges(lo, hi)
-        bhist = _hist_add(rel.bhist, rel.bt[idx], -1)
-        bhist = _hist_add(bhist, bt, 1)
-        while len(bhist) and bhist[-1] == 0:
-            bhist = bhist[:-1]
-        rel.bhist = bhist
-        if len(idx) == len(k) and (rel.bkey[idx] == k).all() and (rel.bt[idx] == bt).all():
-            rel.bw[idx] = w  # same entries, new counts: in place
-            return
-        keep = np.ones(len(rel.bkey), np.bool_)
-        keep[idx] = False
-        bk, bbt, bbw = rel.bkey[keep], rel.bt[keep], rel.bw[keep]
-        at = np.searchsorted(bk, k)
-        rel.bkey = np.insert(bk, at, k)
-        rel.bt = np.insert(bbt, at, bt)
-        rel.bw = np.insert(bbw, at, w)
+        return k[nz], bt[nz], w[nz]
+
+    def _update(self, rel: _Rel, tc: _Touched) -> None:
+        """Depths, births and histograms of the touched facts become the new state. A
+        fact that leaves stays as a tombstone (depth NONE, no births); only facts never
+        seen before are inserted into the arrays."""
+        k, bt, w = self._new_births(tc)
+        # histograms
+        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, tc.gt, -1), bt, 1))
+        changed = tc.old != tc.new
+        rel.hist = _trim(_hist_add(_hist_add(rel.hist, tc.old[changed & (tc.old != NONE)],
+                                             -1), tc.new[changed & (tc.new != NONE)], 1))
+        # facts never seen: into the arrays (tombstones and all)
+        fresh = (tc.pos < 0) & (tc.new != NONE)
+        if fresh.any():
+            self._rebuild(rel, tc.keys[fresh], False)
+            tc.pos, _ = _find(rel.keys, tc.keys)
+        at = tc.pos >= 0
+        rel.depth[tc.pos[at]] = tc.new[at]
+        # births: every touched fact gets its new slice (in place when it fits)
+        old_len = np.zeros(len(tc.keys), np.int64)
+        old_len[at] = rel.blen[tc.pos[at]]
+        owner = np.searchsorted(tc.keys, k)
+        new_len = np.bincount(owner, minlength=len(tc.keys)).astype(np.int64)
+        if (new_len[tc.new == NONE] != 0).any() or (new_len[tc.new != NONE] == 0).any():
+            raise AssertionError("births and membership disagree")
+        member = tc.new != NONE
+        fits = member & (new_len <= old_len)
+        moves = member & ~fits
+        base = rel.pool_write(int(new_len[moves].sum())) if moves.any() else 0
+        start = np.zeros(len(tc.keys), np.int64)  # (after pool_write: it may compact)
+        start[fits] = rel.bstart[tc.pos[fits]]
+        start[moves] = base + np.cumsum(new_len[moves]) - new_len[moves]
+        within = np.arange(len(k), dtype=np.int64) - (np.cumsum(new_len) - new_len)[owner]
+        dest = start[owner] + within
+        rel.pool_t[dest] = bt
+        rel.pool_w[dest] = w
+        p = tc.pos[member]
+        rel.bstart[p] = start[member]
+        rel.blen[p] = new_len[member]
+        gone = at & ~member
+        rel.blen[tc.pos[gone]] = 0
+        rel.live += len(k) - int(old_len.sum())
+        dead = len(rel.keys) - int(rel.hist.sum())
+        if dead > max(PURGE_MIN, len(rel.keys) // 4):
+            self._rebuild(rel, _E64, True)
 
     @staticmethod
-    def _update_members(rel: _Rel, keys: I64, old: I32, new: I32) -> None:
-        changed = old != new
-        if not changed.any():
-            return
-        keys, old, new = keys[changed], old[changed], new[changed]
-        rel.hist = _hist_add(rel.hist, old[old != NONE], -1)
-        rel.hist = _hist_add(rel.hist, new[new != NONE], 1)
-        while len(rel.hist) and rel.hist[-1] == 0:
-            rel.hist = rel.hist[:-1]
-        stay = (old != NONE) & (new != NONE)
-        gone = (old != NONE) & (new == NONE)
-        came = (old == NONE) & (new != NONE)
-        orders: list[tuple[I64, I32, I64]] = [(keys, new, keys)]
+    def _rebuild(rel: _Rel, new: I64, purge: bool) -> None:
+        """Add facts never seen (sorted keys) to the arrays as tombstones; with
+        ``purge``, drop the tombstones."""
+        keep = rel.depth != NONE if purge else np.ones(len(rel.keys), np.bool_)
+        keys = rel.keys[keep]
+        merged, pa, pb = _merge_sorted(keys, new)
+        n = len(merged)
+        depth = np.full(n, NONE, np.int32)
+        depth[pa] = rel.depth[keep]
+        bstart = np.zeros(n, np.int64)
+        bstart[pa] = rel.bstart[keep]
+        blen = np.zeros(n, np.int64)
+        blen[pa] = rel.blen[keep]
+        rel.keys, rel.depth, rel.bstart, rel.blen = merged, depth, bstart, blen
         if rel.arity == 2:
-            orders.append((keys, new, _swap(keys)))
-        for n, (_, nd, pk) in enumerate(orders):
-            arr, dep = (rel.keys, rel.depth) if n == 0 else (rel.skeys, rel.sdepth)
-            pos, _ = _find(arr, pk[stay])
-            dep[pos] = nd[stay]
-            if gone.any() or came.any():
-                gpos, _ = _find(arr, pk[gone])
-                arr = np.delete(arr, gpos)
-                dep = np.delete(dep, gpos)
-                ck = pk[came]
-                corder = np.argsort(ck)
-                ck, cd = ck[corder], nd[came][corder]
-                at = np.searchsorted(arr, ck)
-                arr = np.insert(arr, at, ck)
-                dep = np.insert(dep, at, cd)
-            if n == 0:
-                rel.keys, rel.depth = arr, dep
-            else:
-                rel.skeys, rel.sdepth = arr, dep
+            # old swapped order: drop tombstones, renumber, merge the new keys in
+            newpos = np.full(len(keep), -1, np.int64)
+            newpos[keep] = pa
+            sp = newpos[rel.sperm]
+            alive = sp >= 0
+            sk = _swap(new)
+            so = np.argsort(sk)
+            rel.skeys, spa, spb = _merge_sorted(rel.skeys[alive], sk[so])
+            sperm = np.empty(n, np.int64)
+            sperm[spa] = sp[alive]
+            sperm[spb] = pb[so]
+            rel.sperm = sperm
 
     def _commit_inputs(self) -> None:
         """The new versions of the inputs become the old ones of the next commit."""

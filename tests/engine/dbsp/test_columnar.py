@@ -10,7 +10,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine.dbsp.columnar import ColumnarStratum, columnar_reason
+from engine.dbsp import columnar
+from engine.dbsp.columnar import POOL_SLACK, PURGE_MIN, ColumnarStratum, columnar_reason
 from engine.evaluate import load_program
 from engine.runtime import IncrementalEngine, RecomputeEngine
 
@@ -78,9 +79,12 @@ class ColumnarMachine(RuleBasedStateMachine):
     """Columnar kernel, tuple kernel and recompute on the same commits."""
 
     @initialize(text=graph_programs(), data=st.fixed_dictionaries(
-        {p: st.sets(st.tuples(*[DOMAIN] * a), max_size=10) for p, a in INPUTS.items()}))
-    def load(self, text, data):
+        {p: st.sets(st.tuples(*[DOMAIN] * a), max_size=10) for p, a in INPUTS.items()}),
+        tiny=st.booleans())
+    def load(self, text, data, tiny):
         note(text)
+        if tiny:  # purge tombstones and compact the births pool at every chance
+            columnar.PURGE_MIN, columnar.POOL_SLACK = 0, 0
         self.prog = load_program(text)
         self.col = IncrementalEngine(self.prog, data, "auto")
         self.tup = IncrementalEngine(self.prog, data, "auto", columnar=False)
@@ -97,6 +101,9 @@ class ColumnarMachine(RuleBasedStateMachine):
     @rule()
     def round_trip(self):
         self.col = IncrementalEngine.loads(self.col.dumps())
+
+    def teardown(self):
+        columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
 
     @invariant()
     def equal(self):
