@@ -44,10 +44,11 @@ LOW = np.int64((1 << 32) - 1)
 NONE = np.int32(2**31 - 1)  # the depth of a non-member (and of an undecided fact)
 TYPES = ("int", "string")
 # Housekeeping thresholds (module-level so that tests can make them tiny): tombstones are
-# purged past max(PURGE_MIN, a quarter of the facts); the births pool is compacted when
-# it would grow and holds more than twice its live entries plus POOL_SLACK.
+# purged past max(PURGE_MIN, a quarter of the ids); the births pool is compacted when it
+# would grow and holds more than twice its live entries plus POOL_SLACK.
 PURGE_MIN = 1024
 POOL_SLACK = 1 << 16
+YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 
@@ -157,78 +158,96 @@ def _merge_sorted(a: I64, b: I64) -> tuple[I64, I64, I64]:
 
 @dataclass
 class _View:
-    """Rows of a relation in one column order (packed keys): the base rows whose depth is
-    in [lo, hi] (every base row when ``depth`` is None), except keys the patch holds,
-    which are there when their patch depth is in [lo, hi]."""
+    """Rows of a relation in one column order (packed keys): the rows of the base parts
+    (sorted keys with the ids of their facts; ids None: the positions) whose depth
+    (``depth[id]``) is in [lo, hi] (every row when ``depth`` is None), except keys the
+    patch holds, which are there when their patch depth is in [lo, hi]."""
 
-    keys: I64
+    parts: list[tuple[I64, I64 | None]]
     depth: I32 | None
     pkeys: I64 = field(default_factory=lambda: _E64)
     pdepth: I32 = field(default_factory=lambda: _E32)
     lo: int = 0
     hi: int = 0
-    dmap: I64 | None = None  # depth of keys[i] is depth[dmap[i]] (else depth[i])
 
     def _ok(self, d: I32) -> Bool:
         return (d >= self.lo) & (d <= self.hi)
 
-    def _dep(self, idx: I64) -> I32:
-        assert self.depth is not None
-        return self.depth[self.dmap[idx] if self.dmap is not None else idx]
+    def _keep(self, ids: I64 | None, idx: I64) -> Bool | None:
+        if self.depth is None:
+            return None
+        return self._ok(self.depth[ids[idx] if ids is not None else idx])
 
     def counts(self, first: I64) -> I64:
         """Upper bounds of how many rows start with each value of ``first``."""
         a, b = first << 32, (first + 1) << 32
-        n = np.searchsorted(self.keys, b) - np.searchsorted(self.keys, a)
-        if len(self.pkeys):
-            n = n + np.searchsorted(self.pkeys, b) - np.searchsorted(self.pkeys, a)
-        return n.astype(np.int64)
+        n = np.zeros(len(first), np.int64)
+        for keys in [k for k, _ in self.parts] + [self.pkeys]:
+            if len(keys):
+                n += np.searchsorted(keys, b) - np.searchsorted(keys, a)
+        return n
 
     def expand(self, first: I64) -> tuple[I64, I64, int]:
         """(owner, second, candidates): every row (first[i], second) of the view."""
         a, b = first << 32, (first + 1) << 32
-        owner, idx = _ranges(np.searchsorted(self.keys, a).astype(np.int64),
-                             np.searchsorted(self.keys, b).astype(np.int64))
-        k = self.keys[idx]
-        seen = len(k)
-        keep = self._ok(self._dep(idx)) if self.depth is not None else None
+        owners: list[I64] = []
+        found: list[I64] = []
+        seen = 0
+        for keys, ids in self.parts:
+            if not len(keys):
+                continue
+            owner, idx = _ranges(np.searchsorted(keys, a).astype(np.int64),
+                                 np.searchsorted(keys, b).astype(np.int64))
+            k = keys[idx]
+            seen += len(k)
+            keep = self._keep(ids, idx)
+            if len(self.pkeys):
+                _, shadowed = _find(self.pkeys, k)
+                keep = ~shadowed if keep is None else keep & ~shadowed
+            if keep is not None:
+                owner, k = owner[keep], k[keep]
+            owners.append(owner)
+            found.append(k)
         if len(self.pkeys):
-            _, shadowed = _find(self.pkeys, k)
-            keep = ~shadowed if keep is None else keep & ~shadowed
             pown, pidx = _ranges(np.searchsorted(self.pkeys, a).astype(np.int64),
                                  np.searchsorted(self.pkeys, b).astype(np.int64))
             seen += len(pidx)
-            pk = self.pkeys[pidx]
             pkeep = self._ok(self.pdepth[pidx])
-            owner = np.concatenate([owner[keep], pown[pkeep]])
-            k = np.concatenate([k[keep], pk[pkeep]])
-        elif keep is not None:
-            owner, k = owner[keep], k[keep]
-        return owner, k & LOW, seen
+            owners.append(pown[pkeep])
+            found.append(self.pkeys[pidx][pkeep])
+        if not owners:
+            return _E64, _E64, 0
+        return np.concatenate(owners), np.concatenate(found) & LOW, seen
 
     def contains(self, keys: I64) -> Bool:
-        pos, hit = _find(self.keys, keys)
-        if self.depth is not None:
-            hit[hit] = self._ok(self._dep(pos[hit]))
+        out = np.zeros(len(keys), np.bool_)
+        for part, ids in self.parts:
+            pos, hit = _find(part, keys)
+            keep = self._keep(ids, pos[hit])
+            if keep is not None:
+                hit[hit] = keep
+            out |= hit
         if len(self.pkeys):
             ppos, phit = _find(self.pkeys, keys)
-            hit[phit] = self._ok(self.pdepth[ppos[phit]])
-        return hit
+            out[phit] = self._ok(self.pdepth[ppos[phit]])
+        return out
 
     def firsts(self) -> I64:
         """The distinct first values of the view's rows."""
-        k = self.keys
-        if self.depth is not None:
-            d = self.depth[self.dmap] if self.dmap is not None else self.depth
-            k = k[self._ok(d)]
-        if len(self.pkeys):
-            _, shadowed = _find(self.pkeys, k)
-            k = np.concatenate([k[~shadowed], self.pkeys[self._ok(self.pdepth)]])
-        return np.unique(k >> 32)
+        found: list[I64] = []
+        for keys, ids in self.parts:
+            keep = self._keep(ids, np.arange(len(keys), dtype=np.int64))
+            k = keys if keep is None else keys[keep]
+            if len(self.pkeys):
+                _, shadowed = _find(self.pkeys, k)
+                k = k[~shadowed]
+            found.append(k)
+        found.append(self.pkeys[self._ok(self.pdepth)])
+        return np.unique(np.concatenate(found) >> 32)
 
 
 def _empty_view() -> _View:
-    return _View(_E64, None)
+    return _View([], None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -265,20 +284,37 @@ class _CRule:
 Source = Any  # Callable[[tuple[int, ...]], _View]
 
 
+def _grown(arr: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
+    """``arr`` with room for at least n entries (1.5x growth; new entries ``fill``)."""
+    if n <= len(arr):
+        return arr
+    out = np.full(max(n, len(arr) * 3 // 2 + 1024), fill, arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
 @dataclass
 class _Rel:
-    """One defined relation: facts sorted by key with their depths (NONE: a tombstone
-    left by a deleted fact, reused when it comes back) and births (a slice of the pool
-    of (t, count) entries per fact); the same facts sorted by swapped key (binary
-    relations), with their positions in the first order."""
+    """One defined relation. Every fact ever held since the last compaction has an id;
+    by id: its depth (NONE: a tombstone left by a fact that left, reused when it comes
+    back) and its births, a slice (start, length) of the pool of (t, count) entries.
+    The main part is sorted by key with ids 0..n-1 in key order; facts first seen
+    since (the young part) are sorted separately with their ids, and join the main part
+    when the young part passes an eighth of it. Binary relations have the same two
+    parts sorted by swapped key, with ids."""
 
     arity: int
     keys: I64 = field(default_factory=lambda: _E64)
-    depth: I32 = field(default_factory=lambda: _E32)
+    ykeys: I64 = field(default_factory=lambda: _E64)
+    yid: I64 = field(default_factory=lambda: _E64)
+    skeys: I64 = field(default_factory=lambda: _E64)
+    sid: I64 = field(default_factory=lambda: _E64)
+    yskeys: I64 = field(default_factory=lambda: _E64)
+    ysid: I64 = field(default_factory=lambda: _E64)
+    n_ids: int = 0
+    depth: I32 = field(default_factory=lambda: _E32)  # by id (capacity beyond n_ids)
     bstart: I64 = field(default_factory=lambda: _E64)
     blen: I64 = field(default_factory=lambda: _E64)
-    skeys: I64 = field(default_factory=lambda: _E64)
-    sperm: I64 = field(default_factory=lambda: _E64)
     pool_t: I32 = field(default_factory=lambda: _E32)
     pool_w: I64 = field(default_factory=lambda: _E64)
     pool_n: int = 0  # used prefix of the pool
@@ -290,17 +326,73 @@ class _Rel:
         if hi < lo or hi < 0:
             return _empty_view()
         if perm == (1, 0):
-            return _View(self.skeys, self.depth, lo=lo, hi=hi, dmap=self.sperm)
-        return _View(self.keys, self.depth, lo=lo, hi=hi)
+            return _View([(self.skeys, self.sid), (self.yskeys, self.ysid)], self.depth,
+                         lo=lo, hi=hi)
+        return _View([(self.keys, None), (self.ykeys, self.yid)], self.depth, lo=lo, hi=hi)
 
     def hist_at(self, t: int) -> int:
         return int(self.hist[t]) if t < len(self.hist) else 0
 
-    def set_swapped(self) -> None:
+    def members(self) -> I64:
+        """Every member's key, sorted."""
+        main = self.keys[self.depth[: len(self.keys)] != NONE]
+        young = self.ykeys[self.depth[self.yid] != NONE]
+        return np.sort(np.concatenate([main, young])) if len(young) else main
+
+    def find(self, keys: I64) -> tuple[I64, Bool]:
+        """The ids of ``keys`` (-1 where there is none) and whether each has one."""
+        pos, hit = _find(self.keys, keys)
+        ids = np.where(hit, pos, -1)
+        if len(self.ykeys):
+            miss = np.flatnonzero(~hit)
+            ypos, yhit = _find(self.ykeys, keys[miss])
+            ids[miss[yhit]] = self.yid[ypos[yhit]]
+            hit[miss[yhit]] = True
+        return ids, hit
+
+    def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64) -> None:
+        """(initialize, compaction) The facts, sorted, as the main part; no young part."""
+        n = len(keys)
+        room = n + n // 8 + 1024
+        self.keys, self.n_ids = keys, n
+        self.depth = _grown(depth, room, NONE)
+        self.bstart = _grown(bstart, room, 0)
+        self.blen = _grown(blen, room, 0)
+        self.ykeys = self.yid = self.yskeys = self.ysid = _E64
         if self.arity == 2:
-            sk = _swap(self.keys)
+            sk = _swap(keys)
             order = np.argsort(sk)
-            self.skeys, self.sperm = sk[order], order.astype(np.int64)
+            self.skeys, self.sid = sk[order], order.astype(np.int64)
+
+    def add_young(self, new: I64) -> I64:
+        """Ids for facts never seen (sorted keys), as tombstones of the young part."""
+        ids = np.arange(self.n_ids, self.n_ids + len(new), dtype=np.int64)
+        self.n_ids += len(new)
+        self.depth = _grown(self.depth, self.n_ids, NONE)
+        self.bstart = _grown(self.bstart, self.n_ids, 0)
+        self.blen = _grown(self.blen, self.n_ids, 0)
+        self.ykeys, pa, pb = _merge_sorted(self.ykeys, new)
+        yid = np.empty(len(self.ykeys), np.int64)
+        yid[pa], yid[pb] = self.yid, ids
+        self.yid = yid
+        if self.arity == 2:
+            sk = _swap(new)
+            so = np.argsort(sk)
+            self.yskeys, spa, spb = _merge_sorted(self.yskeys, sk[so])
+            ysid = np.empty(len(self.yskeys), np.int64)
+            ysid[spa], ysid[spb] = self.ysid, ids[so]
+            self.ysid = ysid
+        return ids
+
+    def compact_facts(self) -> None:
+        """The young part joins the main part and tombstones go: ids are renumbered."""
+        keys = np.concatenate([self.keys, self.ykeys])
+        ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid])
+        order = np.argsort(keys, kind="stable")
+        keys, ids = keys[order], ids[order]
+        alive = self.depth[ids] != NONE
+        keys, ids = keys[alive], ids[alive]
+        self.set_main(keys, self.depth[ids], self.bstart[ids], self.blen[ids])
 
     def pool_write(self, n: int) -> int:
         """Room for n more pool entries; returns where they start."""
@@ -310,18 +402,17 @@ class _Rel:
                 self.compact()
                 at = self.pool_n
             if at + n > len(self.pool_t):
-                cap = max(at + n, int(len(self.pool_t) * 1.5) + 1024)
-                t, w = np.zeros(cap, np.int32), np.zeros(cap, np.int64)
-                t[:at], w[:at] = self.pool_t[:at], self.pool_w[:at]
-                self.pool_t, self.pool_w = t, w
+                self.pool_t = _grown(self.pool_t, at + n, 0)
+                self.pool_w = _grown(self.pool_w, at + n, 0)
         self.pool_n = at + n
         return at
 
     def compact(self) -> None:
         """Drop the pool entries no fact owns (left by births that moved or ended)."""
-        _, idx = _ranges(self.bstart, self.bstart + self.blen)
+        n = self.n_ids
+        _, idx = _ranges(self.bstart[:n], self.bstart[:n] + self.blen[:n])
         self.pool_t, self.pool_w = self.pool_t[idx], self.pool_w[idx]
-        self.bstart = np.cumsum(self.blen) - self.blen
+        self.bstart[:n] = np.cumsum(self.blen[:n]) - self.blen[:n]
         self.pool_n = self.live = len(idx)
 
 
@@ -424,13 +515,13 @@ class ColumnarStratum:
     def _input_view(self, pred: str, perm: tuple[int, ...], new: bool) -> _View:
         keys = self.input_keys[pred][perm]
         if not new or pred not in self._input_delta:
-            return _View(keys, None)
+            return _View([(keys, None)], None)
         dk, dw = self._input_delta[pred]
         if perm == (1, 0):
             dk = _swap(dk)
             order = np.argsort(dk)
             dk, dw = dk[order], dw[order]
-        return _View(keys, None, dk, np.where(dw > 0, 0, NONE).astype(np.int32))
+        return _View([(keys, None)], None, dk, np.where(dw > 0, 0, NONE).astype(np.int32))
 
     # -- one delta query ------------------------------------------------------------------
     def _join(self, rule: _CRule, p: int, seed: I64, w: I64,
@@ -614,8 +705,8 @@ class ColumnarStratum:
             ct = self._zsets(out)
         for pred, rel in self.rels.items():
             parts = births[pred]
-            rel.blen = np.zeros(len(rel.keys), np.int64)
-            rel.bstart = np.zeros(len(rel.keys), np.int64)
+            n = len(rel.keys)
+            blen, bstart = np.zeros(n, np.int64), np.zeros(n, np.int64)
             if parts:
                 bk = np.concatenate([p[0] for p in parts])
                 bt = np.concatenate([p[1] for p in parts])
@@ -627,11 +718,12 @@ class ColumnarStratum:
                 rel.pool_t[: len(bk)], rel.pool_w[: len(bk)] = bt[order], bw[order]
                 fkeys, counts = np.unique(bk, return_counts=True)
                 assert np.array_equal(fkeys, rel.keys), "a fact without births"
-                rel.blen = counts.astype(np.int64)
-                rel.bstart = np.cumsum(rel.blen) - rel.blen
+                blen = counts.astype(np.int64)
+                bstart = np.cumsum(blen) - blen
                 rel.pool_n = rel.live = len(bk)
                 rel.bhist = _hist(bt)
-            rel.hist = _hist(rel.depth)
+            rel.set_main(rel.keys, rel.depth[:n], bstart, blen)
+            rel.hist = _hist(rel.depth[:n])
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         return {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
 
@@ -643,8 +735,8 @@ class ColumnarStratum:
             for d, layer in enumerate(layers[pred]):
                 if len(layer):
                     depth[np.searchsorted(keys, layer)] = d
-            rel.keys, rel.depth = keys, depth
-            rel.set_swapped()
+            rel.set_main(keys, depth, np.zeros(len(keys), np.int64),
+                         np.zeros(len(keys), np.int64))
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:
@@ -773,8 +865,7 @@ class ColumnarStratum:
                 out[pb] = new
                 return out
 
-            rpos, rhit = _find(rel.keys, fresh)
-            rpos[~rhit] = -1
+            rpos, rhit = rel.find(fresh)
             d_old = np.full(len(fresh), NONE, np.int32)
             d_old[rhit] = rel.depth[rpos[rhit]]
             member = d_old <= t - 1  # a member already: stays one at the same depth
@@ -860,11 +951,10 @@ class ColumnarStratum:
         changed = tc.old != tc.new
         rel.hist = _trim(_hist_add(_hist_add(rel.hist, tc.old[changed & (tc.old != NONE)],
                                              -1), tc.new[changed & (tc.new != NONE)], 1))
-        # facts never seen: into the arrays (tombstones and all)
+        # facts never seen: ids in the young part
         fresh = (tc.pos < 0) & (tc.new != NONE)
         if fresh.any():
-            self._rebuild(rel, tc.keys[fresh], False)
-            tc.pos, _ = _find(rel.keys, tc.keys)
+            tc.pos[fresh] = rel.add_young(tc.keys[fresh])
         at = tc.pos >= 0
         rel.depth[tc.pos[at]] = tc.new[at]
         # births: every touched fact gets its new slice (in place when it fits)
@@ -891,45 +981,22 @@ class ColumnarStratum:
         gone = at & ~member
         rel.blen[tc.pos[gone]] = 0
         rel.live += len(k) - int(old_len.sum())
-        dead = len(rel.keys) - int(rel.hist.sum())
-        if dead > max(PURGE_MIN, len(rel.keys) // 4):
-            self._rebuild(rel, _E64, True)
-
-    @staticmethod
-    def _rebuild(rel: _Rel, new: I64, purge: bool) -> None:
-        """Add facts never seen (sorted keys) to the arrays as tombstones; with
-        ``purge``, drop the tombstones."""
-        keep = rel.depth != NONE if purge else np.ones(len(rel.keys), np.bool_)
-        keys = rel.keys[keep]
-        merged, pa, pb = _merge_sorted(keys, new)
-        n = len(merged)
-        depth = np.full(n, NONE, np.int32)
-        depth[pa] = rel.depth[keep]
-        bstart = np.zeros(n, np.int64)
-        bstart[pa] = rel.bstart[keep]
-        blen = np.zeros(n, np.int64)
-        blen[pa] = rel.blen[keep]
-        rel.keys, rel.depth, rel.bstart, rel.blen = merged, depth, bstart, blen
-        if rel.arity == 2:
-            # old swapped order: drop tombstones, renumber, merge the new keys in
-            newpos = np.full(len(keep), -1, np.int64)
-            newpos[keep] = pa
-            sp = newpos[rel.sperm]
-            alive = sp >= 0
-            sk = _swap(new)
-            so = np.argsort(sk)
-            rel.skeys, spa, spb = _merge_sorted(rel.skeys[alive], sk[so])
-            sperm = np.empty(n, np.int64)
-            sperm[spa] = sp[alive]
-            sperm[spb] = pb[so]
-            rel.sperm = sperm
+        dead = rel.n_ids - int(rel.hist.sum())
+        if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) > max(
+                YOUNG_MIN, len(rel.keys) // 8):
+            rel.compact_facts()
 
     def _commit_inputs(self) -> None:
-        """The new versions of the inputs become the old ones of the next commit."""
+        """The new versions of the inputs become the old ones of the next commit
+        (O(change) searches, one copy of each sorted array)."""
         for pred, (k, w) in self._input_delta.items():
-            keys = self.input_keys[pred][self._perms(pred)[0]]
-            keys = np.setdiff1d(keys, k[w < 0], assume_unique=True)
-            self._set_input(pred, np.concatenate([keys, k[w > 0]]))
+            by = self.input_keys[pred]
+            for perm, keys in by.items():
+                dk = _swap(k) if perm == (1, 0) else k
+                gone, came = np.sort(dk[w < 0]), np.sort(dk[w > 0])
+                pos, hit = _find(keys, gone)
+                keys = np.delete(keys, pos[hit])
+                by[perm] = np.insert(keys, np.searchsorted(keys, came), came)
         self._input_delta = {}
 
     def _work(self, iterations: int, facts: int) -> dict[str, int]:

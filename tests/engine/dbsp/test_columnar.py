@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine.dbsp import columnar
-from engine.dbsp.columnar import POOL_SLACK, PURGE_MIN, ColumnarStratum, columnar_reason
+from engine.dbsp.columnar import POOL_SLACK, PURGE_MIN, YOUNG_MIN, ColumnarStratum, columnar_reason
 from engine.evaluate import load_program
 from engine.runtime import IncrementalEngine, RecomputeEngine
 
@@ -84,7 +84,7 @@ class ColumnarMachine(RuleBasedStateMachine):
     def load(self, text, data, tiny):
         note(text)
         if tiny:  # purge tombstones and compact the births pool at every chance
-            columnar.PURGE_MIN, columnar.POOL_SLACK = 0, 0
+            columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = 0, 0, 0
         self.prog = load_program(text)
         self.col = IncrementalEngine(self.prog, data, "auto")
         self.tup = IncrementalEngine(self.prog, data, "auto", columnar=False)
@@ -103,7 +103,7 @@ class ColumnarMachine(RuleBasedStateMachine):
         self.col = IncrementalEngine.loads(self.col.dumps())
 
     def teardown(self):
-        columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
+        columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = PURGE_MIN, POOL_SLACK, YOUNG_MIN
 
     @invariant()
     def equal(self):
