@@ -45,6 +45,8 @@ WORK_COUNTERS = (
     "oracle_regions",
     "intervals_matched",
     "count_queries",
+    "rows_gathered",
+    "facts_touched",
     "state_bytes",
 )
 
