@@ -103,7 +103,8 @@ class ColumnarMachine(RuleBasedStateMachine):
         self.col = IncrementalEngine.loads(self.col.dumps())
 
     def teardown(self):
-        columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = PURGE_MIN, POOL_SLACK, YOUNG_MIN
+        columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
+        columnar.YOUNG_MIN = YOUNG_MIN
 
     @invariant()
     def equal(self):
