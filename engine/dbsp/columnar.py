@@ -49,6 +49,7 @@ TYPES = ("int", "string")
 PURGE_MIN = 1024
 POOL_SLACK = 1 << 16
 YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
+DENSE_SLACK = 1 << 20  # births are summed in a dense (fact, t) table up to 4x entries + this
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 
@@ -927,25 +928,38 @@ class ColumnarStratum:
 
     @staticmethod
     def _new_births(tc: _Touched) -> tuple[I64, I32, I64]:
-        """The births of the touched facts after the commit, sorted by (fact, t)."""
-        k = np.concatenate([tc.keys[tc.gown], *tc.log_k])
+        """The births of the touched facts after the commit: (owner, t, count) sorted by
+        owner (the index among the touched facts), then t."""
+        log_k = np.concatenate(tc.log_k)
+        owner = np.concatenate([tc.gown, np.searchsorted(tc.keys, log_k)])
         bt = np.concatenate([tc.gt, *tc.log_t])
         w = np.concatenate([tc.gw, *tc.log_w])
-        order = np.lexsort((bt, k))
-        k, bt, w = k[order], bt[order], w[order]
-        starts = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (bt[1:] != bt[:-1])])
-        w = np.add.reduceat(w, starts)
-        k, bt = k[starts], bt[starts]
+        n, span = len(tc.keys), int(bt.max()) + 1 if len(bt) else 1
+        if n * span <= 4 * len(bt) + DENSE_SLACK:
+            # a dense (owner, t) table: one pass, no sort (float sums of counts below
+            # 2^53 are exact)
+            sums = np.bincount(owner * span + bt, weights=w, minlength=n * span)
+            cells = np.flatnonzero(sums)
+            w = sums[cells].astype(np.int64)
+            owner, bt = cells // span, (cells % span).astype(np.int32)
+        else:
+            order = np.lexsort((bt, owner))
+            owner, bt, w = owner[order], bt[order], w[order]
+            starts = np.flatnonzero(np.r_[True, (owner[1:] != owner[:-1])
+                                          | (bt[1:] != bt[:-1])])
+            w = np.add.reduceat(w, starts)
+            owner, bt = owner[starts], bt[starts]
+            nz = w != 0
+            owner, bt, w = owner[nz], bt[nz], w[nz]
         if (w < 0).any():
             raise AssertionError("negative derivation count")
-        nz = w != 0
-        return k[nz], bt[nz], w[nz]
+        return owner.astype(np.int64), bt, w
 
     def _update(self, rel: _Rel, tc: _Touched) -> None:
         """Depths, births and histograms of the touched facts become the new state. A
         fact that leaves stays as a tombstone (depth NONE, no births); only facts never
         seen before are inserted into the arrays."""
-        k, bt, w = self._new_births(tc)
+        owner, bt, w = self._new_births(tc)
         # histograms
         rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, tc.gt, -1), bt, 1))
         changed = tc.old != tc.new
@@ -960,7 +974,6 @@ class ColumnarStratum:
         # births: every touched fact gets its new slice (in place when it fits)
         old_len = np.zeros(len(tc.keys), np.int64)
         old_len[at] = rel.blen[tc.pos[at]]
-        owner = np.searchsorted(tc.keys, k)
         new_len = np.bincount(owner, minlength=len(tc.keys)).astype(np.int64)
         if (new_len[tc.new == NONE] != 0).any() or (new_len[tc.new != NONE] == 0).any():
             raise AssertionError("births and membership disagree")
@@ -971,7 +984,7 @@ class ColumnarStratum:
         start = np.zeros(len(tc.keys), np.int64)  # (after pool_write: it may compact)
         start[fits] = rel.bstart[tc.pos[fits]]
         start[moves] = base + np.cumsum(new_len[moves]) - new_len[moves]
-        within = np.arange(len(k), dtype=np.int64) - (np.cumsum(new_len) - new_len)[owner]
+        within = np.arange(len(w), dtype=np.int64) - (np.cumsum(new_len) - new_len)[owner]
         dest = start[owner] + within
         rel.pool_t[dest] = bt
         rel.pool_w[dest] = w
@@ -980,7 +993,7 @@ class ColumnarStratum:
         rel.blen[p] = new_len[member]
         gone = at & ~member
         rel.blen[tc.pos[gone]] = 0
-        rel.live += len(k) - int(old_len.sum())
+        rel.live += len(w) - int(old_len.sum())
         dead = rel.n_ids - int(rel.hist.sum())
         if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) > max(
                 YOUNG_MIN, len(rel.keys) // 8):

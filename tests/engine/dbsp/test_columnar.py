@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine.dbsp import columnar
-from engine.dbsp.columnar import POOL_SLACK, PURGE_MIN, YOUNG_MIN, ColumnarStratum, columnar_reason
+from engine.dbsp.columnar import (
+    DENSE_SLACK,
+    POOL_SLACK,
+    PURGE_MIN,
+    YOUNG_MIN,
+    ColumnarStratum,
+    columnar_reason,
+)
 from engine.evaluate import load_program
 from engine.runtime import IncrementalEngine, RecomputeEngine
 
@@ -85,6 +92,7 @@ class ColumnarMachine(RuleBasedStateMachine):
         note(text)
         if tiny:  # purge tombstones and compact the births pool at every chance
             columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = 0, 0, 0
+            columnar.DENSE_SLACK = -(1 << 30)  # births summed by sorting, not in a table
         self.prog = load_program(text)
         self.col = IncrementalEngine(self.prog, data, "auto")
         self.tup = IncrementalEngine(self.prog, data, "auto", columnar=False)
@@ -104,7 +112,7 @@ class ColumnarMachine(RuleBasedStateMachine):
 
     def teardown(self):
         columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
-        columnar.YOUNG_MIN = YOUNG_MIN
+        columnar.YOUNG_MIN, columnar.DENSE_SLACK = YOUNG_MIN, DENSE_SLACK
 
     @invariant()
     def equal(self):
