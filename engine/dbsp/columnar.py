@@ -334,12 +334,6 @@ class _Rel:
     def hist_at(self, t: int) -> int:
         return int(self.hist[t]) if t < len(self.hist) else 0
 
-    def members(self) -> I64:
-        """Every member's key, sorted."""
-        main = self.keys[self.depth[: len(self.keys)] != NONE]
-        young = self.ykeys[self.depth[self.yid] != NONE]
-        return np.sort(np.concatenate([main, young])) if len(young) else main
-
     def find(self, keys: I64) -> tuple[I64, Bool]:
         """The ids of ``keys`` (-1 where there is none) and whether each has one."""
         pos, hit = _find(self.keys, keys)
@@ -417,10 +411,10 @@ class _Rel:
         self.pool_n = self.live = len(idx)
 
 
-def _hist(values: I32, weights: I64 | None = None) -> I64:
+def _hist(values: I32) -> I64:
     if not len(values):
         return _E64
-    return np.bincount(values, weights=weights).astype(np.int64)
+    return np.bincount(values).astype(np.int64)
 
 
 def _trim(h: I64) -> I64:
@@ -890,7 +884,8 @@ class ColumnarStratum:
                 sorder[spa] = pa[tc.sorder]
                 sorder[spb] = pb[so]
                 tc.sorder = sorder
-            pos, hit = _find(tc.keys, k)
+            pos[hit] = pa[pos[hit]]
+            pos[~hit] = pb
         tc.dr[pos] += w
 
     @staticmethod
