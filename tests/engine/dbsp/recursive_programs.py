@@ -42,3 +42,13 @@ def _bounded(text: str) -> str:
 
 def recursive_programs():
     return st.one_of(programs(recursion=True, aggregates=True), mutual_programs()).map(_bounded)
+
+
+def chains_beside(n: int) -> set[tuple[int, int]]:
+    """A 4-node chain 0-1-2-3 beside ``n`` unrelated 3-node chains: a change to the first
+    has the same depth whatever n (for work-follows-the-change tests)."""
+    edges = {(0, 1), (1, 2), (2, 3)}
+    for i in range(n):
+        b = 10 + 3 * i
+        edges |= {(b, b + 1), (b + 1, b + 2)}
+    return edges

@@ -21,6 +21,7 @@ from engine.dbsp.columnar import (
 )
 from engine.evaluate import load_program
 from engine.runtime import IncrementalEngine, RecomputeEngine
+from tests.engine.dbsp.recursive_programs import chains_beside
 
 DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
 INPUTS = {"e": 2, "f": 2, "u": 1}
@@ -187,11 +188,7 @@ def test_state_pickles_and_strings_encode():
 def _gathered(n: int) -> tuple[int, int]:
     """Rows gathered by one insert and one delete in a small component, beside ``n``
     unrelated 3-node chains (the same depth whatever n)."""
-    edges = {(0, 1), (1, 2), (2, 3)}
-    for i in range(n):
-        b = 10 + 3 * i
-        edges |= {(b, b + 1), (b + 1, b + 2)}
-    engine = IncrementalEngine(load_program(TC), {"e": edges})
+    engine = IncrementalEngine(load_program(TC), {"e": chains_beside(n)})
     engine.apply({"e": {(3, 0): 1}})
     ins = engine.last_stats.work["rows_gathered"]
     engine.apply({"e": {(1, 2): -1}})

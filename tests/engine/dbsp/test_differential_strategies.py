@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from engine.evaluate import load_program
 from engine.runtime import make_engine
 from tests.engine.dbsp.composer import DbspComposer
-from tests.engine.dbsp.recursive_programs import recursive_programs
+from tests.engine.dbsp.recursive_programs import chains_beside, recursive_programs
 from tests.engine.dbsp.test_oracle_dbsp import _changes, _deltas
 from tests.engine.programs import edb_data
 
@@ -39,11 +39,7 @@ path(x, y) :- path(x, z), edge(z, y).
 def _work(n: int) -> tuple[int, int]:
     """Iterator operations of one insert and one delete in a small component, beside
     ``n`` unrelated 3-node chains (the same depth whatever n)."""
-    edges = {(0, 1), (1, 2), (2, 3)}
-    for i in range(n):
-        b = 10 + 3 * i
-        edges |= {(b, b + 1), (b + 1, b + 2)}
-    engine = DbspComposer(load_program(TC), {"edge": edges})
+    engine = DbspComposer(load_program(TC), {"edge": chains_beside(n)})
     engine.apply({"edge": {(3, 0): 1}})
     ins = sum(w["iterator_ops"] for w in engine.work)
     engine.apply({"edge": {(1, 2): -1}})
