@@ -200,9 +200,10 @@ class VersionedRelation:
     def __init__(self, name: str, arity: int, rows: Iterable[Row] = ()):
         self.name = name
         self.arity = arity
-        identity = tuple(range(arity))
         self._rows: set[Row] = set(rows)
-        self._indexes: dict[tuple[int, ...], SortedList] = {identity: SortedList(self._rows)}
+        # sorted indexes are built when first asked for (a relation nobody reads in order,
+        # such as a closure only the columnar kernel joins, keeps none), then maintained
+        self._indexes: dict[tuple[int, ...], SortedList] = {}
         self._inserted: set[Row] = set()
         self._erased: set[Row] = set()
         self._prev_views: dict[tuple[int, ...], tuple[set[Row], SortedList]] = {}

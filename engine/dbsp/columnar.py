@@ -153,6 +153,64 @@ def _merge_sorted(a: I64, b: I64) -> tuple[I64, I64, I64]:
     return out, pos_a, pos_b
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+class _Hash:
+    """Packed keys to ids: open addressing with linear probing, at most half full, built
+    and probed a round at a time over whole arrays (a probe is one random access, where a
+    binary search among millions of keys is a dozen)."""
+
+    def __init__(self, keys: I64, ids: I64):
+        self._build(keys, ids)
+
+    def _build(self, keys: I64, ids: I64) -> None:
+        self.bits = max(10, int(2 * len(keys) + 1).bit_length())
+        self.n = 0
+        self.tk = np.full(1 << self.bits, -1, np.int64)  # packed keys are never negative
+        self.tv = np.zeros(1 << self.bits, np.int64)
+        self.insert(keys, ids)
+
+    def _slots(self, keys: I64) -> I64:
+        with np.errstate(over="ignore"):
+            h = (keys.view(np.uint64) * _GOLDEN) >> np.uint64(64 - self.bits)
+        return h.astype(np.int64)
+
+    def insert(self, keys: I64, ids: I64) -> None:
+        """Add keys that are not there (distinct), with their ids."""
+        if 2 * (self.n + len(keys)) > len(self.tk):
+            held = self.tk >= 0
+            keys = np.concatenate([self.tk[held], keys])
+            ids = np.concatenate([self.tv[held], ids])
+            self._build(keys, ids)
+            return
+        self.n += len(keys)
+        mask = len(self.tk) - 1
+        slot = self._slots(keys)
+        while len(keys):
+            free = self.tk[slot] < 0
+            fk, fs = keys[free], slot[free]
+            self.tk[fs] = fk  # of keys that want one free slot, one is written last
+            won = np.zeros(len(keys), np.bool_)
+            won[np.flatnonzero(free)[self.tk[fs] == fk]] = True
+            self.tv[slot[won]] = ids[won]
+            keys, ids, slot = keys[~won], ids[~won], (slot[~won] + 1) & mask
+
+    def get(self, keys: I64) -> I64:
+        """The ids of ``keys`` (-1: not there)."""
+        out = np.full(len(keys), -1, np.int64)
+        idx = np.arange(len(keys), dtype=np.int64)
+        slot = self._slots(keys)
+        mask = len(self.tk) - 1
+        while len(idx):
+            tk = self.tk[slot]
+            hit = tk == keys[idx]
+            out[idx[hit]] = self.tv[slot[hit]]
+            go = ~hit & (tk >= 0)
+            idx, slot = idx[go], (slot[go] + 1) & mask
+        return out
+
+
 # ---------------------------------------------------------------------------------------
 # Versions of one relation in one column order.
 
@@ -170,6 +228,8 @@ class _View:
     pdepth: I32 = field(default_factory=lambda: _E32)
     lo: int = 0
     hi: int = 0
+    hash: "_Hash | None" = None  # ids of every key of the parts (natural order)
+    swapped: bool = False  # the keys are in (1, 0) order
 
     def _ok(self, d: I32) -> Bool:
         return (d >= self.lo) & (d <= self.hi)
@@ -221,6 +281,11 @@ class _View:
         return np.concatenate(owners), np.concatenate(found) & LOW, seen
 
     def contains(self, keys: I64) -> Bool:
+        if self.hash is not None and self.depth is not None and not len(self.pkeys):
+            found = self.hash.get(_swap(keys) if self.swapped else keys)
+            out = found >= 0
+            out[out] = self._ok(self.depth[found[out]])
+            return out
         out = np.zeros(len(keys), np.bool_)
         for part, ids in self.parts:
             pos, hit = _find(part, keys)
@@ -322,38 +387,69 @@ class _Rel:
     live: int = 0  # entries of the pool that belong to a fact
     hist: I64 = field(default_factory=lambda: _E64)  # members per depth
     bhist: I64 = field(default_factory=lambda: _E64)  # birth entries per t
+    # Not saved (rebuilt on load): by id, the depth in the new version during a commit
+    # (equal to ``depth`` between commits) and the fact's slot among the commit's touched
+    # facts (-1: untouched); the ids of all keys.
+    ndepth: I32 = field(default_factory=lambda: _E32)
+    slot: I64 = field(default_factory=lambda: _E64)
+    index: _Hash | None = None  # (None while initialize builds the layers)
 
-    def view(self, perm: tuple[int, ...], lo: int, hi: int) -> _View:
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in ("ndepth", "slot", "index"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.ndepth = self.depth.copy()
+        self.slot = np.full(len(self.depth), -1, np.int64)
+        self._index_keys()
+
+    def _index_keys(self) -> None:
+        self.index = _Hash(np.concatenate([self.keys, self.ykeys]),
+                           np.concatenate([np.arange(len(self.keys), dtype=np.int64),
+                                           self.yid]))
+
+    def view(self, perm: tuple[int, ...], lo: int, hi: int, new: bool = False) -> _View:
+        """The facts of depth in [lo, hi], in the old version (or the new one, during a
+        commit), sorted by the columns ``perm``."""
         if hi < lo or hi < 0:
             return _empty_view()
+        depth = self.ndepth if new else self.depth
         if perm == (1, 0):
-            return _View([(self.skeys, self.sid), (self.yskeys, self.ysid)], self.depth,
-                         lo=lo, hi=hi)
-        return _View([(self.keys, None), (self.ykeys, self.yid)], self.depth, lo=lo, hi=hi)
+            return _View([(self.skeys, self.sid), (self.yskeys, self.ysid)], depth,
+                         lo=lo, hi=hi, hash=self.index, swapped=True)
+        return _View([(self.keys, None), (self.ykeys, self.yid)], depth, lo=lo, hi=hi,
+                     hash=self.index)
 
     def hist_at(self, t: int) -> int:
         return int(self.hist[t]) if t < len(self.hist) else 0
 
-    def find(self, keys: I64) -> tuple[I64, Bool]:
-        """The ids of ``keys`` (-1 where there is none) and whether each has one."""
-        pos, hit = _find(self.keys, keys)
-        ids = np.where(hit, pos, -1)
-        if len(self.ykeys):
-            miss = np.flatnonzero(~hit)
-            ypos, yhit = _find(self.ykeys, keys[miss])
-            ids[miss[yhit]] = self.yid[ypos[yhit]]
-            hit[miss[yhit]] = True
-        return ids, hit
+    def find(self, keys: I64) -> I64:
+        """The ids of ``keys`` (-1 where there is none)."""
+        assert self.index is not None
+        return self.index.get(keys)
 
-    def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64) -> None:
+    def _room(self, n: int) -> None:
+        self.depth = _grown(self.depth, n, NONE)
+        self.ndepth = _grown(self.ndepth, n, NONE)
+        self.slot = _grown(self.slot, n, -1)
+        self.bstart = _grown(self.bstart, n, 0)
+        self.blen = _grown(self.blen, n, 0)
+
+    def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
+                 index: bool = True) -> None:
         """(initialize, compaction) The facts, sorted, as the main part; no young part."""
         n = len(keys)
-        room = n + n // 8 + 1024
         self.keys, self.n_ids = keys, n
-        self.depth = _grown(depth, room, NONE)
-        self.bstart = _grown(bstart, room, 0)
-        self.blen = _grown(blen, room, 0)
+        self.depth, self.bstart, self.blen = depth, bstart, blen
+        self.ndepth, self.slot = depth.copy(), np.full(n, -1, np.int64)
+        self._room(n + n // 8 + 1024)
         self.ykeys = self.yid = self.yskeys = self.ysid = _E64
+        self.index = None
+        if index:
+            self._index_keys()
         if self.arity == 2:
             sk = _swap(keys)
             order = np.argsort(sk)
@@ -363,9 +459,9 @@ class _Rel:
         """Ids for facts never seen (sorted keys), as tombstones of the young part."""
         ids = np.arange(self.n_ids, self.n_ids + len(new), dtype=np.int64)
         self.n_ids += len(new)
-        self.depth = _grown(self.depth, self.n_ids, NONE)
-        self.bstart = _grown(self.bstart, self.n_ids, 0)
-        self.blen = _grown(self.blen, self.n_ids, 0)
+        self._room(self.n_ids)
+        if self.index is not None:
+            self.index.insert(new, ids)
         self.ykeys, pa, pb = _merge_sorted(self.ykeys, new)
         yid = np.empty(len(self.ykeys), np.int64)
         yid[pa], yid[pb] = self.yid, ids
@@ -435,25 +531,38 @@ def _hist_add(h: I64, values: I32, sign: int) -> I64:
 
 @dataclass
 class _Touched:
-    """The touched facts of one relation in a commit, sorted, with what is known of
-    them: position in the relation's arrays (-1: none), old depth, new depth (NONE:
-    undecided or not a member), whether decided, the cumulative Δr, their old births
-    (owner index, t, count), and their order by swapped key."""
+    """The touched facts of one relation in a commit (Δc ≠ 0 somewhere), by slot, in the
+    order they were first touched: id, key, old depth, new depth (NONE: undecided or not a
+    member; the relation's ``ndepth`` holds the same by id), whether decided, the
+    cumulative Δr, and r_old (their old births up to the current iteration). Their old
+    births (slot, t, count) as gathered; those not yet counted in r_old wait by t. The
+    log holds Δc (slot, t, count)."""
 
+    n: int = 0
+    ids: I64 = field(default_factory=lambda: _E64)
     keys: I64 = field(default_factory=lambda: _E64)
-    pos: I64 = field(default_factory=lambda: _E64)
     old: I32 = field(default_factory=lambda: _E32)
     new: I32 = field(default_factory=lambda: _E32)
     decided: Bool = field(default_factory=lambda: np.zeros(0, np.bool_))
     dr: I64 = field(default_factory=lambda: _E64)
-    gown: I64 = field(default_factory=lambda: _E64)
-    gt: I32 = field(default_factory=lambda: _E32)
-    gw: I64 = field(default_factory=lambda: _E64)
-    skeys: I64 = field(default_factory=lambda: _E64)
-    sorder: I64 = field(default_factory=lambda: _E64)
-    log_k: list[I64] = field(default_factory=list)
-    log_t: list[I32] = field(default_factory=list)
-    log_w: list[I64] = field(default_factory=list)
+    r_old: I64 = field(default_factory=lambda: _E64)
+    gathered: list[tuple[I64, I32, I64]] = field(default_factory=list)
+    waiting: dict[int, list[tuple[I64, I64]]] = field(default_factory=dict)
+    log: list[tuple[I64, I32, I64]] = field(default_factory=list)
+
+    def add(self, ids: I64, keys: I64, old: I32, new: I32, decided: Bool,
+            r_old: I64) -> I64:
+        """Slots for facts touched the first time."""
+        slots = np.arange(self.n, self.n + len(ids), dtype=np.int64)
+        self.n += len(ids)
+        self.ids = np.concatenate([self.ids, ids])
+        self.keys = np.concatenate([self.keys, keys])
+        self.old = np.concatenate([self.old, old])
+        self.new = np.concatenate([self.new, new])
+        self.decided = np.concatenate([self.decided, decided])
+        self.dr = np.concatenate([self.dr, np.zeros(len(ids), np.int64)])
+        self.r_old = np.concatenate([self.r_old, r_old])
+        return slots
 
 
 class ColumnarStratum:
@@ -731,7 +840,7 @@ class ColumnarStratum:
                 if len(layer):
                     depth[np.searchsorted(keys, layer)] = d
             rel.set_main(keys, depth, np.zeros(len(keys), np.int64),
-                         np.zeros(len(keys), np.int64))
+                         np.zeros(len(keys), np.int64), index=False)
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:
@@ -745,15 +854,7 @@ class ColumnarStratum:
 
     def _own_view(self, pred: str, perm: tuple[int, ...], lo: int, hi: int,
                   new: bool) -> _View:
-        view = self.rels[pred].view(perm, lo, hi)
-        tc = self._touched.get(pred)
-        if not new or tc is None or not len(tc.keys) or hi < lo or hi < 0:
-            return view
-        if perm == (1, 0):
-            view.pkeys, view.pdepth = tc.skeys, tc.new[tc.sorder]
-        else:
-            view.pkeys, view.pdepth = tc.keys, tc.new
-        return view
+        return self.rels[pred].view(perm, lo, hi, new)
 
     # -- apply ----------------------------------------------------------------------------
     def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
@@ -779,7 +880,7 @@ class ColumnarStratum:
             cur: dict[str, tuple[I64, I64]] = {}
             size_t = 0
             for pred, tc in self._touched.items():
-                self._decide(tc, t)
+                self._decide(self.rels[pred], tc, t)
                 w = ((tc.new <= t).astype(np.int64) - (tc.old <= t).astype(np.int64))
                 nz = np.flatnonzero(w)
                 if len(nz):
@@ -793,7 +894,7 @@ class ColumnarStratum:
             prev2, prev = prev, cur
             t += 1
         out = self._finish()
-        touched = sum(len(tc.keys) for tc in self._touched.values())
+        touched = sum(tc.n for tc in self._touched.values())
         self.work = self._work(t + 1, touched)
         self._touched = {}
         self._commit_inputs()
@@ -842,72 +943,65 @@ class ColumnarStratum:
         return _sum_by_key(np.concatenate([a[0], b[0]]), np.concatenate([a[1], -b[1]]))
 
     def _touch(self, pred: str, k: I64, w: I64, t: int) -> None:
-        """Add Δc[t] of ``pred`` (sorted keys) to the touched facts."""
+        """Add Δc[t] of ``pred`` (distinct keys) to the touched facts."""
         tc = self._touched[pred]
         rel = self.rels[pred]
-        tc.log_k.append(k)
-        tc.log_t.append(np.full(len(k), t, np.int32))
-        tc.log_w.append(w)
-        pos, hit = _find(tc.keys, k)
-        fresh = k[~hit]
-        if len(fresh):
-            merged, pa, pb = _merge_sorted(tc.keys, fresh)
-            n = len(merged)
-
-            def spread(old: NDArray[Any], new: NDArray[Any]) -> NDArray[Any]:
-                out = np.empty(n, old.dtype)
-                out[pa] = old
-                out[pb] = new
-                return out
-
-            rpos, rhit = rel.find(fresh)
-            d_old = np.full(len(fresh), NONE, np.int32)
-            d_old[rhit] = rel.depth[rpos[rhit]]
+        ids = rel.find(k)
+        never = ids < 0
+        if never.any():  # facts never seen: ids in the young part (depth NONE)
+            order = np.argsort(k[never])
+            fresh_ids = np.empty(len(order), np.int64)
+            fresh_ids[order] = rel.add_young(k[never][order])
+            ids[never] = fresh_ids
+        slots = rel.slot[ids]
+        first = np.flatnonzero(slots < 0)
+        if len(first):
+            fid = ids[first]
+            d_old = rel.depth[fid]
             member = d_old <= t - 1  # a member already: stays one at the same depth
-            tc.pos = spread(tc.pos, rpos)
-            tc.old = spread(tc.old, d_old)
-            tc.new = spread(tc.new, np.where(member, d_old, NONE).astype(np.int32))
-            tc.decided = spread(tc.decided, member)
-            tc.dr = spread(tc.dr, np.zeros(len(fresh), np.int64))
-            # old births of the fresh facts
-            at = rpos[rhit]
-            own, idx = _ranges(rel.bstart[at], rel.bstart[at] + rel.blen[at])
-            tc.gown = np.concatenate([pa[tc.gown], pb[np.flatnonzero(rhit)][own]])
-            tc.gt = np.concatenate([tc.gt, rel.pool_t[idx]])
-            tc.gw = np.concatenate([tc.gw, rel.pool_w[idx]])
-            tc.keys = merged
-            if rel.arity == 2:
-                sf = _swap(fresh)
-                so = np.argsort(sf)
-                tc.skeys, spa, spb = _merge_sorted(tc.skeys, sf[so])
-                sorder = np.empty(n, np.int64)
-                sorder[spa] = pa[tc.sorder]
-                sorder[spb] = pb[so]
-                tc.sorder = sorder
-            pos[hit] = pa[pos[hit]]
-            pos[~hit] = pb
-        tc.dr[pos] += w
+            d_new = np.where(member, d_old, NONE).astype(np.int32)
+            # old births: counted in r_old up to t, the later ones wait for their t
+            own, idx = _ranges(rel.bstart[fid], rel.bstart[fid] + rel.blen[fid])
+            bt, bw = rel.pool_t[idx], rel.pool_w[idx]
+            now = bt <= t
+            r_old = np.bincount(own[now], weights=bw[now], minlength=len(fid))
+            new_slots = tc.add(fid, k[first], d_old, d_new, member, r_old.astype(np.int64))
+            rel.slot[fid] = new_slots
+            rel.ndepth[fid] = d_new
+            bs = new_slots[own]
+            tc.gathered.append((bs, bt, bw))
+            later = np.flatnonzero(~now)
+            if len(later):
+                lt = bt[later]
+                order = later[np.argsort(lt, kind="stable")]
+                lt = bt[order]
+                cuts = np.flatnonzero(np.r_[True, lt[1:] != lt[:-1]])
+                for c, e in zip(cuts, [*cuts[1:], len(order)], strict=True):
+                    tc.waiting.setdefault(int(lt[c]), []).append((bs[order[c:e]],
+                                                                 bw[order[c:e]]))
+            slots[first] = new_slots
+        tc.dr[slots] += w
+        tc.log.append((slots, np.full(len(k), t, np.int32), w))
 
     @staticmethod
-    def _decide(tc: _Touched, t: int) -> None:
+    def _decide(rel: _Rel, tc: _Touched, t: int) -> None:
         """↑↑H at iteration t: the undecided facts with r_old[t] + Δr[t] > 0 are in
         o_new[t] (depth t)."""
-        if not len(tc.keys):
+        for slots, w in tc.waiting.pop(t, ()):
+            tc.r_old[slots] += w  # one birth per fact and t: the slots are distinct
+        if not tc.n:
             return
-        open_ = ~tc.decided
-        if not open_.any():
-            return
-        sel = tc.gt <= t
-        r_old = np.bincount(tc.gown[sel], weights=tc.gw[sel], minlength=len(tc.keys))
-        member = open_ & (r_old + tc.dr > 0)
-        tc.new[member] = t
-        tc.decided |= member
+        member = ~tc.decided & (tc.r_old + tc.dr > 0)
+        if member.any():
+            tc.new[member] = t
+            rel.ndepth[tc.ids[member]] = t
+            tc.decided |= member
 
     def _finish(self) -> dict[str, Delta]:
         """The effective deltas; then births, depths and member arrays change."""
         out: dict[str, Delta] = {}
         for pred, tc in self._touched.items():
-            if not len(tc.keys):
+            if not tc.n:
                 continue
             ins = (tc.old == NONE) & (tc.new != NONE)
             era = (tc.old != NONE) & (tc.new == NONE)
@@ -923,15 +1017,15 @@ class ColumnarStratum:
 
     @staticmethod
     def _new_births(tc: _Touched) -> tuple[I64, I32, I64]:
-        """The births of the touched facts after the commit: (owner, t, count) sorted by
-        owner (the index among the touched facts), then t."""
-        log_k = np.concatenate(tc.log_k)
-        owner = np.concatenate([tc.gown, np.searchsorted(tc.keys, log_k)])
-        bt = np.concatenate([tc.gt, *tc.log_t])
-        w = np.concatenate([tc.gw, *tc.log_w])
-        n, span = len(tc.keys), int(bt.max()) + 1 if len(bt) else 1
+        """The births of the touched facts after the commit: (slot, t, count) sorted by
+        slot, then t."""
+        parts = tc.gathered + tc.log
+        owner = np.concatenate([p[0] for p in parts])
+        bt = np.concatenate([p[1] for p in parts])
+        w = np.concatenate([p[2] for p in parts])
+        n, span = tc.n, int(bt.max()) + 1 if len(bt) else 1
         if n * span <= 4 * len(bt) + DENSE_SLACK:
-            # a dense (owner, t) table: one pass, no sort (float sums of counts below
+            # a dense (slot, t) table: one pass, no sort (float sums of counts below
             # 2^53 are exact)
             sums = np.bincount(owner * span + bt, weights=w, minlength=n * span)
             cells = np.flatnonzero(sums)
@@ -952,42 +1046,35 @@ class ColumnarStratum:
 
     def _update(self, rel: _Rel, tc: _Touched) -> None:
         """Depths, births and histograms of the touched facts become the new state. A
-        fact that leaves stays as a tombstone (depth NONE, no births); only facts never
-        seen before are inserted into the arrays."""
+        fact that leaves stays as a tombstone (depth NONE, no births)."""
         owner, bt, w = self._new_births(tc)
         # histograms
-        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, tc.gt, -1), bt, 1))
+        old_bt = np.concatenate([g[1] for g in tc.gathered]) if tc.gathered else _E32
+        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, old_bt, -1), bt, 1))
         changed = tc.old != tc.new
         rel.hist = _trim(_hist_add(_hist_add(rel.hist, tc.old[changed & (tc.old != NONE)],
                                              -1), tc.new[changed & (tc.new != NONE)], 1))
-        # facts never seen: ids in the young part
-        fresh = (tc.pos < 0) & (tc.new != NONE)
-        if fresh.any():
-            tc.pos[fresh] = rel.add_young(tc.keys[fresh])
-        at = tc.pos >= 0
-        rel.depth[tc.pos[at]] = tc.new[at]
+        ids = tc.ids
+        rel.depth[ids] = tc.new
+        rel.slot[ids] = -1
         # births: every touched fact gets its new slice (in place when it fits)
-        old_len = np.zeros(len(tc.keys), np.int64)
-        old_len[at] = rel.blen[tc.pos[at]]
-        new_len = np.bincount(owner, minlength=len(tc.keys)).astype(np.int64)
-        if (new_len[tc.new == NONE] != 0).any() or (new_len[tc.new != NONE] == 0).any():
-            raise AssertionError("births and membership disagree")
+        old_len = rel.blen[ids]
+        new_len = np.bincount(owner, minlength=tc.n).astype(np.int64)
         member = tc.new != NONE
+        if (new_len[~member] != 0).any() or (new_len[member] == 0).any():
+            raise AssertionError("births and membership disagree")
         fits = member & (new_len <= old_len)
         moves = member & ~fits
         base = rel.pool_write(int(new_len[moves].sum())) if moves.any() else 0
-        start = np.zeros(len(tc.keys), np.int64)  # (after pool_write: it may compact)
-        start[fits] = rel.bstart[tc.pos[fits]]
+        start = np.zeros(tc.n, np.int64)  # (after pool_write: it may compact)
+        start[fits] = rel.bstart[ids[fits]]
         start[moves] = base + np.cumsum(new_len[moves]) - new_len[moves]
         within = np.arange(len(w), dtype=np.int64) - (np.cumsum(new_len) - new_len)[owner]
         dest = start[owner] + within
         rel.pool_t[dest] = bt
         rel.pool_w[dest] = w
-        p = tc.pos[member]
-        rel.bstart[p] = start[member]
-        rel.blen[p] = new_len[member]
-        gone = at & ~member
-        rel.blen[tc.pos[gone]] = 0
+        rel.bstart[ids[member]] = start[member]
+        rel.blen[ids] = new_len
         rel.live += len(w) - int(old_len.sum())
         dead = rel.n_ids - int(rel.hist.sum())
         if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) > max(
