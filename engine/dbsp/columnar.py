@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.dbsp import kernels
 from engine.dbsp.stratum import _seeded_order
 from engine.join.plan import PlanAtom, PreparedRule, prepare
 from engine.semantics import coerce
@@ -49,7 +50,6 @@ TYPES = ("int", "string")
 PURGE_MIN = 1024
 POOL_SLACK = 1 << 16
 YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
-DENSE_SLACK = 1 << 20  # births are summed in a dense (fact, t) table up to 4x entries + this
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 
@@ -153,13 +153,10 @@ def _merge_sorted(a: I64, b: I64) -> tuple[I64, I64, I64]:
     return out, pos_a, pos_b
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
 class _Hash:
-    """Packed keys to ids: open addressing with linear probing, at most half full, built
-    and probed a round at a time over whole arrays (a probe is one random access, where a
-    binary search among millions of keys is a dozen)."""
+    """Packed keys to ids: open addressing with linear probing, at most half full (a
+    probe is one random access, where a binary search among millions of keys is a
+    dozen)."""
 
     def __init__(self, keys: I64, ids: I64):
         self._build(keys, ids)
@@ -171,43 +168,21 @@ class _Hash:
         self.tv = np.zeros(1 << self.bits, np.int64)
         self.insert(keys, ids)
 
-    def _slots(self, keys: I64) -> I64:
-        with np.errstate(over="ignore"):
-            h = (keys.view(np.uint64) * _GOLDEN) >> np.uint64(64 - self.bits)
-        return h.astype(np.int64)
-
     def insert(self, keys: I64, ids: I64) -> None:
         """Add keys that are not there (distinct), with their ids."""
         if 2 * (self.n + len(keys)) > len(self.tk):
             held = self.tk >= 0
-            keys = np.concatenate([self.tk[held], keys])
-            ids = np.concatenate([self.tv[held], ids])
-            self._build(keys, ids)
+            self._build(np.concatenate([self.tk[held], keys]),
+                        np.concatenate([self.tv[held], ids]))
             return
         self.n += len(keys)
-        mask = len(self.tk) - 1
-        slot = self._slots(keys)
-        while len(keys):
-            free = self.tk[slot] < 0
-            fk, fs = keys[free], slot[free]
-            self.tk[fs] = fk  # of keys that want one free slot, one is written last
-            won = np.zeros(len(keys), np.bool_)
-            won[np.flatnonzero(free)[self.tk[fs] == fk]] = True
-            self.tv[slot[won]] = ids[won]
-            keys, ids, slot = keys[~won], ids[~won], (slot[~won] + 1) & mask
+        kernels.hash_insert(self.tk, self.tv, self.bits, np.ascontiguousarray(keys),
+                            np.ascontiguousarray(ids, dtype=np.int64))
 
     def get(self, keys: I64) -> I64:
         """The ids of ``keys`` (-1: not there)."""
-        out = np.full(len(keys), -1, np.int64)
-        idx = np.arange(len(keys), dtype=np.int64)
-        slot = self._slots(keys)
-        mask = len(self.tk) - 1
-        while len(idx):
-            tk = self.tk[slot]
-            hit = tk == keys[idx]
-            out[idx[hit]] = self.tv[slot[hit]]
-            go = ~hit & (tk >= 0)
-            idx, slot = idx[go], (slot[go] + 1) & mask
+        out = np.empty(len(keys), np.int64)
+        kernels.hash_get(self.tk, self.tv, self.bits, np.ascontiguousarray(keys), out)
         return out
 
 
@@ -401,6 +376,7 @@ class _Rel:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        kernels.warm()
         self.__dict__.update(state)
         self.ndepth = self.depth.copy()
         self.slot = np.full(len(self.depth), -1, np.int64)
@@ -529,40 +505,42 @@ def _hist_add(h: I64, values: I32, sign: int) -> I64:
     return h
 
 
-@dataclass
+def _room(arr: NDArray[Any], n: int) -> NDArray[Any]:
+    """``arr`` with room for n entries (doubling)."""
+    if n <= len(arr):
+        return arr
+    out = np.empty(max(n, 2 * len(arr), 1024), arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
 class _Touched:
     """The touched facts of one relation in a commit (Δc ≠ 0 somewhere), by slot, in the
-    order they were first touched: id, key, old depth, new depth (NONE: undecided or not a
-    member; the relation's ``ndepth`` holds the same by id), whether decided, the
-    cumulative Δr, and r_old (their old births up to the current iteration). Their old
-    births (slot, t, count) as gathered; those not yet counted in r_old wait by t. The
-    log holds Δc (slot, t, count)."""
+    order they were first touched (arrays with room beyond ``n``): id, key, old depth,
+    new depth (NONE: undecided or not a member; the relation's ``ndepth`` holds the same
+    by id), whether decided, the cumulative Δr, r_old (their old births up to the
+    current iteration) and where their old births are among the gathered ones (start,
+    length, first not yet in r_old). ``log`` holds Δc as (slots, t, counts)."""
 
-    n: int = 0
-    ids: I64 = field(default_factory=lambda: _E64)
-    keys: I64 = field(default_factory=lambda: _E64)
-    old: I32 = field(default_factory=lambda: _E32)
-    new: I32 = field(default_factory=lambda: _E32)
-    decided: Bool = field(default_factory=lambda: np.zeros(0, np.bool_))
-    dr: I64 = field(default_factory=lambda: _E64)
-    r_old: I64 = field(default_factory=lambda: _E64)
-    gathered: list[tuple[I64, I32, I64]] = field(default_factory=list)
-    waiting: dict[int, list[tuple[I64, I64]]] = field(default_factory=dict)
-    log: list[tuple[I64, I32, I64]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.n = 0
+        self.ids, self.keys, self.dr, self.r_old = _E64, _E64, _E64, _E64
+        self.old, self.new = _E32, _E32
+        self.decided = np.zeros(0, np.bool_)
+        self.gstart, self.glen, self.gnext = _E64, _E64, _E64
+        self.g_n = 0
+        self.g_t, self.g_w = _E32, _E64
+        self.log: list[tuple[I64, I32, I64]] = []
 
-    def add(self, ids: I64, keys: I64, old: I32, new: I32, decided: Bool,
-            r_old: I64) -> I64:
-        """Slots for facts touched the first time."""
-        slots = np.arange(self.n, self.n + len(ids), dtype=np.int64)
-        self.n += len(ids)
-        self.ids = np.concatenate([self.ids, ids])
-        self.keys = np.concatenate([self.keys, keys])
-        self.old = np.concatenate([self.old, old])
-        self.new = np.concatenate([self.new, new])
-        self.decided = np.concatenate([self.decided, decided])
-        self.dr = np.concatenate([self.dr, np.zeros(len(ids), np.int64)])
-        self.r_old = np.concatenate([self.r_old, r_old])
-        return slots
+    def room(self, facts: int, births: int) -> None:
+        n, g = self.n + facts, self.g_n + births
+        self.ids, self.keys = _room(self.ids, n), _room(self.keys, n)
+        self.dr, self.r_old = _room(self.dr, n), _room(self.r_old, n)
+        self.old, self.new = _room(self.old, n), _room(self.new, n)
+        self.decided = _room(self.decided, n)
+        self.gstart, self.glen = _room(self.gstart, n), _room(self.glen, n)
+        self.gnext = _room(self.gnext, n)
+        self.g_t, self.g_w = _room(self.g_t, g), _room(self.g_w, g)
 
 
 class ColumnarStratum:
@@ -574,6 +552,7 @@ class ColumnarStratum:
         reason = columnar_reason(prog, stratum)
         if reason is not None:
             raise ValueError(f"stratum {stratum.preds} is not columnar: {reason}")
+        kernels.warm()
         self.prog = prog
         self.stratum = stratum
         self.own = frozenset(stratum.preds)
@@ -881,12 +860,13 @@ class ColumnarStratum:
             size_t = 0
             for pred, tc in self._touched.items():
                 self._decide(self.rels[pred], tc, t)
-                w = ((tc.new <= t).astype(np.int64) - (tc.old <= t).astype(np.int64))
+                old, new = tc.old[: tc.n], tc.new[: tc.n]
+                w = (new <= t).astype(np.int64) - (old <= t).astype(np.int64)
                 nz = np.flatnonzero(w)
                 if len(nz):
                     cur[pred] = (tc.keys[nz], w[nz])
-                size_t += (self.rels[pred].hist_at(t) + int((tc.new == t).sum())
-                           - int(((tc.old == t) & (tc.new != t)).sum()))
+                size_t += (self.rels[pred].hist_at(t) + int((new == t).sum())
+                           - int(((old == t) & (new != t)).sum()))
             if not self.recursive_rules:
                 break
             if t + 1 > max_birth_old and not size_t:
@@ -955,30 +935,23 @@ class ColumnarStratum:
             ids[never] = fresh_ids
         slots = rel.slot[ids]
         first = np.flatnonzero(slots < 0)
-        if len(first):
+        if len(first):  # touched the first time: the next slots
             fid = ids[first]
             d_old = rel.depth[fid]
             member = d_old <= t - 1  # a member already: stays one at the same depth
             d_new = np.where(member, d_old, NONE).astype(np.int32)
-            # old births: counted in r_old up to t, the later ones wait for their t
-            own, idx = _ranges(rel.bstart[fid], rel.bstart[fid] + rel.blen[fid])
-            bt, bw = rel.pool_t[idx], rel.pool_w[idx]
-            now = bt <= t
-            r_old = np.bincount(own[now], weights=bw[now], minlength=len(fid))
-            new_slots = tc.add(fid, k[first], d_old, d_new, member, r_old.astype(np.int64))
+            b0, bl = rel.bstart[fid], rel.blen[fid]
+            n0 = tc.n
+            tc.room(len(fid), int(bl.sum()))
+            new_slots = np.arange(n0, n0 + len(fid), dtype=np.int64)
+            tc.n = n1 = n0 + len(fid)
+            tc.ids[n0:n1], tc.keys[n0:n1], tc.old[n0:n1] = fid, k[first], d_old
+            tc.new[n0:n1], tc.decided[n0:n1], tc.dr[n0:n1] = d_new, member, 0
             rel.slot[fid] = new_slots
             rel.ndepth[fid] = d_new
-            bs = new_slots[own]
-            tc.gathered.append((bs, bt, bw))
-            later = np.flatnonzero(~now)
-            if len(later):
-                lt = bt[later]
-                order = later[np.argsort(lt, kind="stable")]
-                lt = bt[order]
-                cuts = np.flatnonzero(np.r_[True, lt[1:] != lt[:-1]])
-                for c, e in zip(cuts, [*cuts[1:], len(order)], strict=True):
-                    tc.waiting.setdefault(int(lt[c]), []).append((bs[order[c:e]],
-                                                                 bw[order[c:e]]))
+            tc.g_n = kernels.gather_births(t, n0, b0, bl, rel.pool_t, rel.pool_w, tc.gstart,
+                                           tc.glen, tc.gnext, tc.r_old, tc.g_n, tc.g_t,
+                                           tc.g_w)
             slots[first] = new_slots
         tc.dr[slots] += w
         tc.log.append((slots, np.full(len(k), t, np.int32), w))
@@ -987,15 +960,8 @@ class ColumnarStratum:
     def _decide(rel: _Rel, tc: _Touched, t: int) -> None:
         """↑↑H at iteration t: the undecided facts with r_old[t] + Δr[t] > 0 are in
         o_new[t] (depth t)."""
-        for slots, w in tc.waiting.pop(t, ()):
-            tc.r_old[slots] += w  # one birth per fact and t: the slots are distinct
-        if not tc.n:
-            return
-        member = ~tc.decided & (tc.r_old + tc.dr > 0)
-        if member.any():
-            tc.new[member] = t
-            rel.ndepth[tc.ids[member]] = t
-            tc.decided |= member
+        kernels.decide(t, tc.n, tc.ids, tc.new, tc.decided, tc.dr, tc.r_old, tc.gstart,
+                       tc.glen, tc.gnext, tc.g_t, tc.g_w, rel.ndepth)
 
     def _finish(self) -> dict[str, Delta]:
         """The effective deltas; then births, depths and member arrays change."""
@@ -1003,12 +969,13 @@ class ColumnarStratum:
         for pred, tc in self._touched.items():
             if not tc.n:
                 continue
-            ins = (tc.old == NONE) & (tc.new != NONE)
-            era = (tc.old != NONE) & (tc.new == NONE)
+            old, new, keys = tc.old[: tc.n], tc.new[: tc.n], tc.keys[: tc.n]
+            ins = (old == NONE) & (new != NONE)
+            era = (old != NONE) & (new == NONE)
             d: Delta = {}
-            for row in self._decode(pred, tc.keys[ins]):
+            for row in self._decode(pred, keys[ins]):
                 d[row] = 1
-            for row in self._decode(pred, tc.keys[era]):
+            for row in self._decode(pred, keys[era]):
                 d[row] = -1
             if d:
                 out[pred] = d
@@ -1016,66 +983,45 @@ class ColumnarStratum:
         return out
 
     @staticmethod
-    def _new_births(tc: _Touched) -> tuple[I64, I32, I64]:
-        """The births of the touched facts after the commit: (slot, t, count) sorted by
-        slot, then t."""
-        parts = tc.gathered + tc.log
-        owner = np.concatenate([p[0] for p in parts])
-        bt = np.concatenate([p[1] for p in parts])
-        w = np.concatenate([p[2] for p in parts])
-        n, span = tc.n, int(bt.max()) + 1 if len(bt) else 1
-        if n * span <= 4 * len(bt) + DENSE_SLACK:
-            # a dense (slot, t) table: one pass, no sort (float sums of counts below
-            # 2^53 are exact)
-            sums = np.bincount(owner * span + bt, weights=w, minlength=n * span)
-            cells = np.flatnonzero(sums)
-            w = sums[cells].astype(np.int64)
-            owner, bt = cells // span, (cells % span).astype(np.int32)
-        else:
-            order = np.lexsort((bt, owner))
-            owner, bt, w = owner[order], bt[order], w[order]
-            starts = np.flatnonzero(np.r_[True, (owner[1:] != owner[:-1])
-                                          | (bt[1:] != bt[:-1])])
-            w = np.add.reduceat(w, starts)
-            owner, bt = owner[starts], bt[starts]
-            nz = w != 0
-            owner, bt, w = owner[nz], bt[nz], w[nz]
-        if (w < 0).any():
+    def _new_births(tc: _Touched) -> tuple[I64, I64, I32, I64]:
+        """The births of the touched facts after the commit: by slot, (start, length)
+        into (t, count) arrays, sorted by t within a slot."""
+        n = tc.n
+        log_s = np.concatenate([e[0] for e in tc.log])
+        log_t = np.concatenate([e[1] for e in tc.log])
+        log_w = np.concatenate([e[2] for e in tc.log])
+        start, length = np.empty(n, np.int64), np.empty(n, np.int64)
+        nb_t = np.empty(tc.g_n + len(log_s), np.int32)
+        nb_w = np.empty(tc.g_n + len(log_s), np.int64)
+        if not kernels.merge_births(n, tc.gstart, tc.glen, tc.g_t, tc.g_w, log_s, log_t,
+                                    log_w, start, length, nb_t, nb_w):
             raise AssertionError("negative derivation count")
-        return owner.astype(np.int64), bt, w
+        total = int(start[-1] + length[-1]) if n else 0
+        return start, length, nb_t[:total], nb_w[:total]
 
     def _update(self, rel: _Rel, tc: _Touched) -> None:
         """Depths, births and histograms of the touched facts become the new state. A
         fact that leaves stays as a tombstone (depth NONE, no births)."""
-        owner, bt, w = self._new_births(tc)
+        n = tc.n
+        start, new_len, bt, bw = self._new_births(tc)
+        ids, old, new = tc.ids[:n], tc.old[:n], tc.new[:n]
         # histograms
-        old_bt = np.concatenate([g[1] for g in tc.gathered]) if tc.gathered else _E32
-        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, old_bt, -1), bt, 1))
-        changed = tc.old != tc.new
-        rel.hist = _trim(_hist_add(_hist_add(rel.hist, tc.old[changed & (tc.old != NONE)],
-                                             -1), tc.new[changed & (tc.new != NONE)], 1))
-        ids = tc.ids
-        rel.depth[ids] = tc.new
-        rel.slot[ids] = -1
-        # births: every touched fact gets its new slice (in place when it fits)
-        old_len = rel.blen[ids]
-        new_len = np.bincount(owner, minlength=tc.n).astype(np.int64)
-        member = tc.new != NONE
+        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, tc.g_t[: tc.g_n], -1), bt, 1))
+        changed = old != new
+        rel.hist = _trim(_hist_add(_hist_add(rel.hist, old[changed & (old != NONE)], -1),
+                                   new[changed & (new != NONE)], 1))
+        member = new != NONE
         if (new_len[~member] != 0).any() or (new_len[member] == 0).any():
             raise AssertionError("births and membership disagree")
-        fits = member & (new_len <= old_len)
-        moves = member & ~fits
+        rel.depth[ids] = new
+        rel.slot[ids] = -1
+        # births: every touched fact gets its new slice (in place when it fits)
+        old_len = tc.glen[:n]
+        moves = member & (new_len > old_len)
         base = rel.pool_write(int(new_len[moves].sum())) if moves.any() else 0
-        start = np.zeros(tc.n, np.int64)  # (after pool_write: it may compact)
-        start[fits] = rel.bstart[ids[fits]]
-        start[moves] = base + np.cumsum(new_len[moves]) - new_len[moves]
-        within = np.arange(len(w), dtype=np.int64) - (np.cumsum(new_len) - new_len)[owner]
-        dest = start[owner] + within
-        rel.pool_t[dest] = bt
-        rel.pool_w[dest] = w
-        rel.bstart[ids[member]] = start[member]
-        rel.blen[ids] = new_len
-        rel.live += len(w) - int(old_len.sum())
+        written = kernels.write_births(n, ids, member, new_len, start, bt, bw, base,
+                                       rel.bstart, rel.blen, rel.pool_t, rel.pool_w)
+        rel.live += int(written) - int(old_len.sum())
         dead = rel.n_ids - int(rel.hist.sum())
         if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) > max(
                 YOUNG_MIN, len(rel.keys) // 8):

@@ -6,17 +6,18 @@ work that follows the change."""
 
 import pickle
 
+import numpy as np
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine.dbsp import columnar
 from engine.dbsp.columnar import (
-    DENSE_SLACK,
     POOL_SLACK,
     PURGE_MIN,
     YOUNG_MIN,
     ColumnarStratum,
+    _Hash,
     columnar_reason,
 )
 from engine.evaluate import load_program
@@ -93,7 +94,6 @@ class ColumnarMachine(RuleBasedStateMachine):
         note(text)
         if tiny:  # purge tombstones and compact the births pool at every chance
             columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = 0, 0, 0
-            columnar.DENSE_SLACK = -(1 << 30)  # births summed by sorting, not in a table
         self.prog = load_program(text)
         self.col = IncrementalEngine(self.prog, data, "auto")
         self.tup = IncrementalEngine(self.prog, data, "auto", columnar=False)
@@ -113,7 +113,7 @@ class ColumnarMachine(RuleBasedStateMachine):
 
     def teardown(self):
         columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
-        columnar.YOUNG_MIN, columnar.DENSE_SLACK = YOUNG_MIN, DENSE_SLACK
+        columnar.YOUNG_MIN = YOUNG_MIN
 
     @invariant()
     def equal(self):
@@ -200,3 +200,22 @@ def test_work_follows_the_change_not_the_data():
     small, large = _gathered(50), _gathered(2000)
     assert small == large
     assert 0 < small[0] < 100 and 0 < small[1] < 100
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 1 << 40), max_size=700), max_size=4),
+       st.sets(st.integers(0, 1 << 40), max_size=50))
+def test_hash_index_finds_every_key_and_only_those(batches, probes):
+    """Keys come in batches (the index grows past half full and is rebuilt); the
+    multiplicative hash puts many of these keys in the same run of slots."""
+    held: dict[int, int] = {}
+    index = _Hash(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for batch in batches:
+        new = sorted(set(batch) - held.keys())
+        ids = list(range(len(held), len(held) + len(new)))
+        index.insert(np.array(new, np.int64), np.array(ids, np.int64))
+        held.update(zip(new, ids, strict=True))
+        keys = sorted(held.keys() | probes)
+        got = index.get(np.array(keys, np.int64))
+        assert got.tolist() == [held.get(k, -1) for k in keys]
+    assert index.n == len(held) and 2 * index.n <= len(index.tk)
