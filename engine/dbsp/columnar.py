@@ -232,8 +232,19 @@ class _View:
         for keys, ids in self.parts:
             if not len(keys):
                 continue
-            owner, idx = _ranges(np.searchsorted(keys, a).astype(np.int64),
-                                 np.searchsorted(keys, b).astype(np.int64))
+            starts = np.searchsorted(keys, a).astype(np.int64)
+            ends = np.searchsorted(keys, b).astype(np.int64)
+            if not len(self.pkeys):  # one compiled pass: range, depth check, second column
+                total = int((ends - starts).sum())
+                seen += total
+                owner, second = np.empty(total, np.int64), np.empty(total, np.int64)
+                got = kernels.expand(keys, _E64 if ids is None else ids,
+                                     _E32 if self.depth is None else self.depth,
+                                     self.lo, self.hi, starts, ends, owner, second)
+                owners.append(owner[:got])
+                found.append(second[:got])
+                continue
+            owner, idx = _ranges(starts, ends)
             k = keys[idx]
             seen += len(k)
             keep = self._keep(ids, idx)
@@ -243,17 +254,17 @@ class _View:
             if keep is not None:
                 owner, k = owner[keep], k[keep]
             owners.append(owner)
-            found.append(k)
+            found.append(k & LOW)
         if len(self.pkeys):
             pown, pidx = _ranges(np.searchsorted(self.pkeys, a).astype(np.int64),
                                  np.searchsorted(self.pkeys, b).astype(np.int64))
             seen += len(pidx)
             pkeep = self._ok(self.pdepth[pidx])
             owners.append(pown[pkeep])
-            found.append(self.pkeys[pidx][pkeep])
+            found.append(self.pkeys[pidx][pkeep] & LOW)
         if not owners:
             return _E64, _E64, 0
-        return np.concatenate(owners), np.concatenate(found) & LOW, seen
+        return np.concatenate(owners), np.concatenate(found), seen
 
     def contains(self, keys: I64) -> Bool:
         if self.hash is not None and self.depth is not None and not len(self.pkeys):

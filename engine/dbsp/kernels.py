@@ -166,6 +166,26 @@ def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, 
     return written
 
 
+@njit(cache=True, nogil=True)
+def expand(keys, ids, depth, lo, hi, starts, ends, owner, second):
+    """Rows keys[starts[i]:ends[i]] whose depth (``depth`` by id: ``ids`` of the rows, or
+    the row's position when ``ids`` is empty; every row when ``depth`` is empty) is in
+    [lo, hi]: their owner i and second column. Returns how many."""
+    out = 0
+    by_id = len(ids) > 0
+    check = len(depth) > 0
+    for i in range(len(starts)):
+        for j in range(starts[i], ends[i]):
+            if check:
+                d = depth[ids[j]] if by_id else depth[j]
+                if d < lo or d > hi:
+                    continue
+            owner[out] = i
+            second[out] = keys[j] & 0xFFFFFFFF
+            out += 1
+    return out
+
+
 _warm = False
 
 
@@ -187,4 +207,7 @@ def warm() -> None:
                  i32.copy(), i64.copy())
     write_births(0, i64, np.zeros(2, np.bool_), i64, i64, i32, i64, 0, i64.copy(),
                  i64.copy(), i32.copy(), i64.copy())
+    expand(i64, i64[:0], i32, 0, 0, i64, i64, i64.copy(), i64.copy())
+    expand(i64, i64, i32, 0, 0, i64, i64, i64.copy(), i64.copy())
+    expand(i64, i64[:0], i32[:0], 0, 0, i64, i64, i64.copy(), i64.copy())
     _warm = True
