@@ -16,10 +16,16 @@ delta query is a vectorized generic join (variable at a time, worst-case optimal
 seed's rows bind its variables; each next variable is extended, row by row, from the
 ready atom with the fewest candidates and checked against the other ready atoms.
 
-State per defined relation: its members sorted by each column order with their depths,
-and births as arrays (fact, t, count) grouped by fact. A commit keeps its touched facts
-(Δc ≠ 0 somewhere) in sorted arrays beside the state, with their new depths as a patch
-over the old version; the arrays change at the end of the commit.
+State per defined relation: every fact it held since the last compaction has an id; the
+keys sorted (a main part and a young part of facts first seen since), sorted again by
+swapped key for binary relations, a hash index from key to id, and by id the depth and
+the births (a slice of (t, count) entries in a pool). A commit gives the facts it touches
+(Δc ≠ 0 somewhere) slots in the order they are first touched, gathers their old births
+once, and keeps their new depths by id beside the old ones, so a join reads either
+version of a relation from the same arrays; the births and depths change at the end of
+the commit. The loops that walk touched facts one at a time (hash probes, births
+gathered and merged, ↑↑H decisions, a view's ranges checked by depth) are compiled with
+numba (``engine.dbsp.kernels``); the rest is whole-array numpy.
 """
 
 from collections.abc import Mapping, Sequence
@@ -195,7 +201,8 @@ class _View:
     """Rows of a relation in one column order (packed keys): the rows of the base parts
     (sorted keys with the ids of their facts; ids None: the positions) whose depth
     (``depth[id]``) is in [lo, hi] (every row when ``depth`` is None), except keys the
-    patch holds, which are there when their patch depth is in [lo, hi]."""
+    patch holds, which are there when their patch depth is in [lo, hi] (the patch: an
+    input's change, for its new version)."""
 
     parts: list[tuple[I64, I64 | None]]
     depth: I32 | None
@@ -353,7 +360,8 @@ class _Rel:
     The main part is sorted by key with ids 0..n-1 in key order; facts first seen
     since (the young part) are sorted separately with their ids, and join the main part
     when the young part passes an eighth of it. Binary relations have the same two
-    parts sorted by swapped key, with ids."""
+    parts sorted by swapped key, with ids. A fact touched by a commit gets its id at
+    once (a fact never seen: a tombstone of the young part)."""
 
     arity: int
     keys: I64 = field(default_factory=lambda: _E64)
