@@ -524,7 +524,7 @@ def _hist_add(h: I64, values: I32, sign: int) -> I64:
     return h
 
 
-def _room(arr: NDArray[Any], n: int) -> NDArray[Any]:
+def _with_room(arr: NDArray[Any], n: int) -> NDArray[Any]:
     """``arr`` with room for n entries (doubling)."""
     if n <= len(arr):
         return arr
@@ -553,13 +553,13 @@ class _Touched:
 
     def room(self, facts: int, births: int) -> None:
         n, g = self.n + facts, self.g_n + births
-        self.ids, self.keys = _room(self.ids, n), _room(self.keys, n)
-        self.dr, self.r_old = _room(self.dr, n), _room(self.r_old, n)
-        self.old, self.new = _room(self.old, n), _room(self.new, n)
-        self.decided = _room(self.decided, n)
-        self.gstart, self.glen = _room(self.gstart, n), _room(self.glen, n)
-        self.gnext = _room(self.gnext, n)
-        self.g_t, self.g_w = _room(self.g_t, g), _room(self.g_w, g)
+        self.ids, self.keys = _with_room(self.ids, n), _with_room(self.keys, n)
+        self.dr, self.r_old = _with_room(self.dr, n), _with_room(self.r_old, n)
+        self.old, self.new = _with_room(self.old, n), _with_room(self.new, n)
+        self.decided = _with_room(self.decided, n)
+        self.gstart, self.glen = _with_room(self.gstart, n), _with_room(self.glen, n)
+        self.gnext = _with_room(self.gnext, n)
+        self.g_t, self.g_w = _with_room(self.g_t, g), _with_room(self.g_w, g)
 
 
 class ColumnarStratum:
@@ -663,23 +663,23 @@ class ColumnarStratum:
             # atoms whose variables are all bound now: checks
             done = [a for a in pending if all(u in cols for u in a.vars)]
             if done:
-                keep = np.ones(n, np.bool_)
-                for a in done:
-                    keep &= self._check(a, cols, sources)
-                cols = {k: c[keep] for k, c in cols.items()}
-                w = w[keep]
+                cols, w = self._checked(done, cols, w, sources)
                 n = len(w)
                 pending = [a for a in pending if a not in done]
         if n and pending:  # atoms over the seed's variables only
-            keep = np.ones(n, np.bool_)
-            for a in pending:
-                keep &= self._check(a, cols, sources)
-            cols = {k: c[keep] for k, c in cols.items()}
-            w = w[keep]
+            cols, w = self._checked(pending, cols, w, sources)
             n = len(w)
         if not n:
             return _E64, _E64
         return rule.project(cols, n), w
+
+    def _checked(self, atoms: Sequence[PlanAtom], cols: dict[str, I64], w: I64,
+                 sources: Sequence[Source]) -> tuple[dict[str, I64], I64]:
+        """The rows (columns and weights) that every atom of ``atoms`` holds."""
+        keep = np.ones(len(w), np.bool_)
+        for a in atoms:
+            keep &= self._check(a, cols, sources)
+        return {k: c[keep] for k, c in cols.items()}, w[keep]
 
     def _check(self, a: PlanAtom, cols: Mapping[str, I64], sources: Sequence[Source]) -> Bool:
         keys = cols[a.vars[0]] << 32
