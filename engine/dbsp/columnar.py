@@ -968,7 +968,7 @@ class ColumnarStratum:
             tc.new[n0:n1], tc.decided[n0:n1], tc.dr[n0:n1] = d_new, member, 0
             rel.slot[fid] = new_slots
             rel.ndepth[fid] = d_new
-            tc.g_n = kernels.gather_births(t, n0, b0, bl, rel.pool_t, rel.pool_w, tc.gstart,
+            tc.g_n = kernels.gather_births(n0, b0, bl, rel.pool_t, rel.pool_w, tc.gstart,
                                            tc.glen, tc.gnext, tc.r_old, tc.g_n, tc.g_t,
                                            tc.g_w)
             slots[first] = new_slots

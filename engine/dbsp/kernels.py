@@ -1,8 +1,8 @@
 """Compiled loops of the columnar DBSP kernel (``engine.dbsp.columnar``): the steps that
 walk the touched facts one at a time, where whole-array numpy would make a pass (and a
 temporary array) per field. Each kernel is a plain loop over arrays it is given; the
-caller owns every array and makes room before the call. Compiled by numba on first use
-and cached beside this file.
+caller owns every array and makes room before the call. Compiled by numba (``warm``,
+when a columnar stratum is built or loaded) and cached beside this file.
 
 Conventions: ids index a relation's by-id arrays (depth, ndepth, slot, bstart, blen);
 slots index the arrays of one commit's touched facts (ids, old, new, decided, dr, r_old,
@@ -50,29 +50,22 @@ def hash_get(tk, tv, bits, keys, out):
 
 
 @njit(cache=True, nogil=True)
-def gather_births(t, first, bstart, blen, pool_t, pool_w, t_gstart, t_glen, t_gnext, t_rold,
+def gather_births(first, bstart, blen, pool_t, pool_w, t_gstart, t_glen, t_gnext, t_rold,
                   g_n, g_t, g_w):
     """The old births of the slots from ``first`` on (their pool slices ``bstart``,
-    ``blen``, sorted by t) appended to the gathered ones; those up to t summed in r_old.
-    Returns the new count of gathered births."""
+    ``blen``, sorted by t) appended to the gathered ones, none of them in r_old yet
+    (``decide`` takes them in as t reaches them). Returns the new count of gathered
+    births."""
     for i in range(len(bstart)):
         s = first + i
-        b0 = bstart[i]
-        bl = blen[i]
         t_gstart[s] = g_n
-        t_glen[s] = bl
-        r = 0
-        nxt = g_n
-        for j in range(b0, b0 + bl):
-            bt = pool_t[j]
-            g_t[g_n] = bt
+        t_glen[s] = blen[i]
+        t_gnext[s] = g_n
+        t_rold[s] = 0
+        for j in range(bstart[i], bstart[i] + blen[i]):
+            g_t[g_n] = pool_t[j]
             g_w[g_n] = pool_w[j]
             g_n += 1
-            if bt <= t:
-                r += pool_w[j]
-                nxt = g_n
-        t_rold[s] = r
-        t_gnext[s] = nxt
     return g_n
 
 
@@ -199,7 +192,7 @@ def warm() -> None:
     tk = np.full(1024, -1, np.int64)
     hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
     hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
-    gather_births(0, 0, i64, i64, i32, i64, i64.copy(), i64.copy(), i64.copy(), i64.copy(),
+    gather_births(0, i64, i64, i32, i64, i64.copy(), i64.copy(), i64.copy(), i64.copy(),
                   0, i32.copy(), i64.copy())
     decide(0, 0, i64, i32.copy(), np.zeros(2, np.bool_), i64, i64.copy(), i64, i64,
            i64.copy(), i32, i64, i32.copy())
