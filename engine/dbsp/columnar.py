@@ -942,16 +942,14 @@ class ColumnarStratum:
         return _sum_by_key(np.concatenate([a[0], b[0]]), np.concatenate([a[1], -b[1]]))
 
     def _touch(self, pred: str, k: I64, w: I64, t: int) -> None:
-        """Add Δc[t] of ``pred`` (distinct keys) to the touched facts."""
+        """Add Δc[t] of ``pred`` (distinct sorted keys, as ``_zsets`` makes them) to the
+        touched facts."""
         tc = self._touched[pred]
         rel = self.rels[pred]
         ids = rel.find(k)
         never = ids < 0
         if never.any():  # facts never seen: ids in the young part (depth NONE)
-            order = np.argsort(k[never])
-            fresh_ids = np.empty(len(order), np.int64)
-            fresh_ids[order] = rel.add_young(k[never][order])
-            ids[never] = fresh_ids
+            ids[never] = rel.add_young(k[never])
         slots = rel.slot[ids]
         first = np.flatnonzero(slots < 0)
         if len(first):  # touched the first time: the next slots
