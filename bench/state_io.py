@@ -13,7 +13,7 @@ saves the engine state as ``pipelines.maintain`` does). Then, on that saved stat
   fsync, rename, fsync of the folder) to a temporary folder;
 
 and the ratio (load + save) / apply: how many times the change's own work a run spends on
-the state. Then one real incremental materialization (``materialize_stratum`` after a
+the state. Then one real incremental materialization (``StratumRun.materialize`` after a
 10-tuple change to the EDB table) with its time split into state load, apply, state save and
 the rest (Delta reads of the change feed, the IDB commit). The state file is read back from
 the page cache (it was just written): a cold read adds the disk's time on top.
@@ -184,7 +184,7 @@ class _Clock:
 def _instrumented(clock: _Clock) -> Iterator[None]:
     """Time the state and engine calls a materialization makes, and put them back after."""
     from engine.runtime import IncrementalEngine
-    from pipelines import maintain
+    from pipelines import run as maintain
 
     saved = (maintain.load_state, maintain.save_state, IncrementalEngine.__dict__["loads"],
              IncrementalEngine.dumps, IncrementalEngine.apply)
@@ -282,7 +282,7 @@ def _load_apply_save(path: Path, out: Path, p: Program, n: int, rng: random.Rand
 
 def measure_one(name: str, n: int, pipeline: bool = True) -> dict[str, Any]:
     """Everything for one (program, data size), in this process."""
-    from pipelines.materialize import materialize_stratum
+    from pipelines.run import StratumRun
     from pipelines.state_store import state_path
     from pipelines.warehouse import write_edb
 
@@ -300,7 +300,7 @@ def measure_one(name: str, n: int, pipeline: bool = True) -> dict[str, Any]:
         root = Path(tmp) / "warehouse"
         write_edb(root, spec, _tables(spec, data))
         start = time.perf_counter()
-        [full, *_] = materialize_stratum(root, spec, 0)
+        [full, *_] = StratumRun(root, spec, 0).materialize()
         full_s = time.perf_counter() - start
         assert full.mode == "full", full.mode
         idb_rows = full.rows
@@ -321,7 +321,7 @@ def measure_one(name: str, n: int, pipeline: bool = True) -> dict[str, Any]:
             clock = _Clock()
             with _instrumented(clock):
                 start = time.perf_counter()
-                [inc, *_] = materialize_stratum(root, spec, 0)
+                [inc, *_] = StratumRun(root, spec, 0).materialize()
                 run_s = time.perf_counter() - start
             assert inc.mode == "incremental", (inc.mode, inc.notes)
             run = {"run_s": run_s, **clock.seconds, "in": inc.stats.get("edb_changes", 0),

@@ -10,7 +10,7 @@ import dagster as dg
 from dagster_project.defs.edb import asset_key
 from dagster_project.defs.resources import SparkResource, WarehouseResource
 from engine.errors import DeltalogError
-from pipelines.materialize import CheckOutcome, spark_recompute_checks
+from pipelines.recompute import CheckOutcome, spark_recompute_checks
 from pipelines.spec import PipelineSpec
 
 CHECK_NAME = "matches_spark_recompute"

@@ -1,6 +1,7 @@
 """One multi-asset per stratum (a recursive component or a single predicate): one AssetSpec
-per IDB predicate, with deps from the rule bodies; the body calls ``materialize_stratum``
-(incremental from the saved engine state), or ``rebuild_stratum`` in a run tagged
+per IDB predicate, with deps from the rule bodies; the body runs the stratum through
+``StratumRun``: ``materialize()`` (incremental from the saved engine state), or ``rebuild()``
+in a run tagged
 ``deltalog/rebuild`` (``spark``: a recompute on Spark)."""
 
 from typing import Any
@@ -10,7 +11,7 @@ import dagster as dg
 from dagster_project.defs.edb import KINDS, asset_key
 from dagster_project.defs.resources import SparkResource, WarehouseResource
 from engine.errors import DeltalogError
-from pipelines.materialize import StratumResult, materialize_stratum, rebuild_stratum
+from pipelines.run import StratumResult, StratumRun
 from pipelines.spec import PipelineSpec
 from schemas.relation import dagster_table_schema
 
@@ -55,7 +56,7 @@ def _number(value: Any) -> Any:
     return dg.MetadataValue.float(float(value)) if isinstance(value, float) else int(value)
 
 
-# A run tagged ``deltalog/rebuild`` rebuilds each selected stratum (``rebuild_stratum``).
+# A run tagged ``deltalog/rebuild`` rebuilds each selected stratum (``StratumRun.rebuild``).
 # With the value ``spark`` (the ``<pipeline>_rebuild`` job, and so a UI backfill of it):
 # recomputed on Spark, one commit per IDB table that makes it equal the result, saved
 # state dropped. With any other value: saved state dropped and reloaded by the Python
@@ -98,13 +99,14 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, spark: SparkResource
     ):
         rebuild = context.run.tags.get(REBUILD_TAG)
+        run = StratumRun(warehouse.root, spec, index)
         try:
             if not rebuild:
-                results = materialize_stratum(warehouse.root, spec, index)
+                results = run.materialize()
             elif rebuild == REBUILD_ON_SPARK:
-                results = rebuild_stratum(warehouse.root, spec, index, spark=spark.session())
+                results = run.rebuild(spark=spark.session())
             else:
-                results = rebuild_stratum(warehouse.root, spec, index)
+                results = run.rebuild()
         except DeltalogError as err:
             raise dg.Failure(description=str(err), allow_retries=False) from None
         for result in results:

@@ -14,7 +14,8 @@ from dagster_project.defs.idb import REBUILD_TAG
 from engine.errors import MISSING_INPUT, DeltalogError
 from engine.naive import evaluate_naive
 from pipelines import delta_io
-from pipelines.materialize import EDB_VERSIONS, INPUT_VERSIONS, materialize_stratum
+from pipelines.commits import EDB_VERSIONS, INPUT_VERSIONS
+from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec
 from pipelines.warehouse import write_edb
 from schemas.relation import arrow_to_rows, rows_to_arrow
@@ -138,7 +139,7 @@ def test_check_fails_on_a_tampered_table(tmp_path, spark):
 def test_missing_upstream_table_is_a_clear_error(tmp_path):
     spec, root = make_pipeline(tmp_path)
     with pytest.raises(DeltalogError) as info:
-        materialize_stratum(root, spec, spec.stratum_of("unreachable"))
+        StratumRun(root, spec, spec.stratum_of("unreachable")).materialize()
     assert info.value.code == MISSING_INPUT
     assert "materialize 'path' first" in str(info.value)
 
@@ -147,7 +148,7 @@ def test_empty_first_result_records_its_inputs(tmp_path):
     spec, root = make_pipeline(tmp_path)
     empty_edges = pa.table({"src": pa.array([], pa.int64()), "dst": pa.array([], pa.int64())})
     write_edb(root, spec, {**edb_tables(EDGES_V1), "edge": empty_edges})
-    [result] = materialize_stratum(root, spec, spec.stratum_of("path"))
+    [result] = StratumRun(root, spec, spec.stratum_of("path")).materialize()
     assert (result.rows, result.inserted, result.deleted) == (0, 0, 0)
     info = delta_io.commit_metadata(spec.table_uri(root, "path"))
     assert info[EDB_VERSIONS] == '{"edge": 2}'

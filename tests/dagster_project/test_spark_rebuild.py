@@ -1,4 +1,4 @@
-"""Rebuilding strata on Spark (``rebuild_stratum(..., spark=...)``, the ``deltalog/rebuild``
+"""Rebuilding strata on Spark (``StratumRun(...).rebuild(spark=...)``, the ``deltalog/rebuild``
 run tag with value ``spark``): the IDB tables equal the Spark recompute after one commit
 each, with the incremental runs' commit metadata and application transaction; a rebuild of
 an unchanged warehouse commits nothing; the incremental runs that follow reload the engine
@@ -17,15 +17,10 @@ from dagster_project.definitions import build_definitions
 from dagster_project.defs.idb import REBUILD_ON_SPARK, REBUILD_TAG
 from engine.naive import evaluate_naive
 from pipelines import delta_io
-from pipelines.maintain import FAULT_ENV, app_id
-from pipelines.materialize import (
-    EDB_VERSIONS,
-    INPUT_VERSIONS,
-    SEQ,
-    materialize_stratum,
-    rebuild_stratum,
-    spark_recompute_checks,
-)
+from pipelines.commits import EDB_VERSIONS, INPUT_VERSIONS, SEQ, app_id
+from pipelines.faults import FAULT_ENV
+from pipelines.recompute import spark_recompute_checks
+from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec
 from pipelines.state_store import load_state, state_path
 from pipelines.warehouse import write_edb
@@ -65,11 +60,11 @@ def _each_stratum(spec: PipelineSpec, run) -> dict[str, object]:
 
 
 def _materialize_all(spec: PipelineSpec, root) -> dict[str, object]:
-    return _each_stratum(spec, lambda i: materialize_stratum(root, spec, i))
+    return _each_stratum(spec, lambda i: StratumRun(root, spec, i).materialize())
 
 
 def _rebuild_all(spec: PipelineSpec, root, spark) -> dict[str, object]:
-    return _each_stratum(spec, lambda i: rebuild_stratum(root, spec, i, spark=spark))
+    return _each_stratum(spec, lambda i: StratumRun(root, spec, i).rebuild(spark=spark))
 
 
 def _checks_pass(spark, spec: PipelineSpec, root) -> None:
@@ -145,13 +140,13 @@ def test_first_rebuild_creates_and_stamps_the_tables(tmp_path, spark):
 
 CHILD = """
 import sys
-from pipelines.materialize import rebuild_stratum
+from pipelines.run import StratumRun
 from pipelines.spark_session import FAST_START_CONF, make_spark_session
 from pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
 spark = make_spark_session("rebuild-child", FAST_START_CONF)
 for i in range(len(spec.program.strata)):
-    rebuild_stratum(sys.argv[2], spec, i, spark=spark)
+    StratumRun(sys.argv[2], spec, i).rebuild(spark=spark)
 """
 
 

@@ -15,8 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from engine.naive import evaluate_naive
 from pipelines import delta_io
-from pipelines.materialize import materialize_stratum
 from pipelines.quality import BAD_INPUT, BadInputError
+from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec, load_pipeline
 from pipelines.state_store import STATE_DIR
 from schemas.relation import arrow_to_rows
@@ -80,7 +80,7 @@ def pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
 
 def _run_all(spec: PipelineSpec, root: Path) -> None:
     for index in range(len(spec.program.strata)):
-        materialize_stratum(root, spec, index)
+        StratumRun(root, spec, index).materialize()
 
 
 def _expected(spec: PipelineSpec, root: Path) -> dict[str, frozenset]:
@@ -116,7 +116,7 @@ def _refused(spec: PipelineSpec, root: Path, *needles: str) -> str:
     messages = []
     for index in range(len(spec.program.strata)):
         try:
-            materialize_stratum(root, spec, index)
+            StratumRun(root, spec, index).materialize()
         except BadInputError as err:
             assert err.code == BAD_INPUT
             messages.append(str(err))
@@ -217,7 +217,7 @@ def test_bad_input_on_the_first_load_creates_nothing(pipeline):
     uri = spec.table_uri(root, "weight")
     write_deltalake(uri, _arrow("weight", [(1, 5.0)]), mode="append")
     with pytest.raises(BadInputError) as info:
-        materialize_stratum(root, spec, spec.stratum_of("heavy"))
+        StratumRun(root, spec, spec.stratum_of("heavy")).materialize()
     assert "weight[1] = 2.0" in str(info.value) and "weight[1] = 5.0" in str(info.value)
     assert not delta_io.exists(spec.table_uri(root, "heavy"))
     assert not list((root / STATE_DIR).rglob("*.state*"))

@@ -6,8 +6,8 @@ incremental again."""
 import pytest
 
 from engine.naive import evaluate_naive
-from pipelines import delta_io, maintain
-from pipelines.materialize import materialize_stratum
+from pipelines import delta_io, run
+from pipelines.run import StratumRun
 from pipelines.warehouse import write_edb
 from schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
@@ -23,24 +23,24 @@ def _check(spec, root, edges, preds) -> None:
 
 @pytest.fixture
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(maintain, "RELOAD_MIN_ROWS", 3)
-    monkeypatch.setattr(maintain, "RELOAD_SHARE", 0.5)
+    monkeypatch.setattr(run, "RELOAD_MIN_ROWS", 3)
+    monkeypatch.setattr(run, "RELOAD_SHARE", 0.5)
 
 
 def test_large_change_reloads_small_change_maintains(tmp_path, small_thresholds):
     spec, root = make_pipeline(tmp_path)
     index = spec.stratum_of("path")
-    materialize_stratum(root, spec, index)
+    StratumRun(root, spec, index).materialize()
 
     small = [*EDGES_V1, (4, 5)]  # 1 row of 5: maintained
     write_edb(root, spec, edb_tables(small))
-    [result] = materialize_stratum(root, spec, index)
+    [result] = StratumRun(root, spec, index).materialize()
     assert result.mode == "incremental" and not result.notes
     _check(spec, root, small, ["path"])
 
     large = [*small, *((i, i + 1) for i in range(10, 20))]  # 10 rows on 6: reloaded
     write_edb(root, spec, edb_tables(large))
-    [result] = materialize_stratum(root, spec, index)
+    [result] = StratumRun(root, spec, index).materialize()
     assert result.mode == "full"
     assert any("reloaded from the tables instead of maintained" in n for n in result.notes)
     assert result.inserted > 0 and result.deleted == 0
@@ -48,8 +48,8 @@ def test_large_change_reloads_small_change_maintains(tmp_path, small_thresholds)
 
     again = [*large, (20, 21)]  # and the run after continues incrementally
     write_edb(root, spec, edb_tables(again))
-    [result] = materialize_stratum(root, spec, index)
+    [result] = StratumRun(root, spec, index).materialize()
     assert result.mode == "incremental"
     for i in range(len(spec.program.strata)):
-        materialize_stratum(root, spec, i)
+        StratumRun(root, spec, i).materialize()
     _check(spec, root, again, spec.idb_tables)

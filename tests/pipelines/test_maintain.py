@@ -13,8 +13,9 @@ import pytest
 
 from engine.naive import evaluate_naive
 from pipelines import delta_io
-from pipelines.maintain import FAULT_ENV, FAULT_POINTS, app_id
-from pipelines.materialize import INPUT_VERSIONS, SEQ, materialize_stratum, rebuild_stratum
+from pipelines.commits import INPUT_VERSIONS, SEQ, app_id
+from pipelines.faults import FAULT_ENV, FAULT_POINTS
+from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec, load_pipeline
 from pipelines.state_store import CONCURRENT, state_path, stratum_lock
 from pipelines.warehouse import write_edb
@@ -42,7 +43,7 @@ def _all(spec: PipelineSpec, root, **kw) -> dict[str, object]:
     """Materialize every stratum in order; pred -> its StratumResult."""
     out = {}
     for i in range(len(spec.program.strata)):
-        for result in materialize_stratum(root, spec, i, **kw):
+        for result in StratumRun(root, spec, i, **kw).materialize():
             out[result.pred] = result
     return out
 
@@ -57,12 +58,12 @@ def _seq_commits(spec: PipelineSpec, root) -> dict[str, list[str]]:
 
 CHILD = """
 import json, sys
-from pipelines.materialize import materialize_stratum
+from pipelines.run import StratumRun
 from pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
 modes = {}
 for i in range(len(spec.program.strata)):
-    for r in materialize_stratum(sys.argv[2], spec, i, lock_wait=float(sys.argv[3])):
+    for r in StratumRun(sys.argv[2], spec, i, lock_wait=float(sys.argv[3])).materialize():
         modes[r.pred] = [r.mode, r.seq, list(r.notes)]
 print(json.dumps(modes))
 """
@@ -203,7 +204,7 @@ def test_rebuild_drops_the_state_and_reloads(tmp_path):
     _all(spec, root)
     index = spec.stratum_of("path")
     version = delta_io.table_version(spec.table_uri(root, "path"))
-    [result] = rebuild_stratum(root, spec, index)
+    [result] = StratumRun(root, spec, index).rebuild()
     assert result.mode == "full" and "rebuild requested: saved state dropped" in result.notes
     assert (result.inserted, result.deleted, result.table_version) == (0, 0, version)
     write_edb(root, spec, edb_tables(EDGES_V2))

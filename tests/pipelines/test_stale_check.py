@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from pipelines import delta_io
-from pipelines.materialize import materialize_stratum, spark_recompute_check
+from pipelines.recompute import spark_recompute_checks
+from pipelines.run import StratumRun
 from pipelines.state_store import load_state, save_state, state_path
 from pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline
@@ -18,8 +19,8 @@ pytestmark = pytest.mark.spark
 def test_a_stale_table_fails_the_check(tmp_path, spark):
     spec, root = make_pipeline(tmp_path)
     index = spec.stratum_of("path")
-    materialize_stratum(root, spec, index)
-    assert spark_recompute_check(spark, root, spec, "path").passed
+    StratumRun(root, spec, index).materialize()
+    assert spark_recompute_checks(spark, root, spec, ["path"])["path"].passed
 
     write_edb(root, spec, edb_tables([*EDGES_V1, (4, 5)]))
     # A faulty run: it records the new versions as consumed but writes no change.
@@ -36,12 +37,12 @@ def test_a_stale_table_fails_the_check(tmp_path, spark):
             edb_versions={**state.edb_versions, "edge": now},
         ),
     )
-    outcome = spark_recompute_check(spark, root, spec, "path")
+    outcome = spark_recompute_checks(spark, root, spec, ["path"])["path"]
     assert not outcome.passed
     assert outcome.edb_versions == {"edge": now}
     assert (4, 5) in outcome.missing_in_engine and (1, 5) in outcome.missing_in_engine
 
     # The real run from the true state: the table catches up and passes.
     save_state(path, state)
-    materialize_stratum(root, spec, index)
-    assert spark_recompute_check(spark, root, spec, "path").passed
+    StratumRun(root, spec, index).materialize()
+    assert spark_recompute_checks(spark, root, spec, ["path"])["path"].passed

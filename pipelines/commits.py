@@ -1,0 +1,183 @@
+"""The one writer of IDB table commits, and the metadata that makes them exactly once.
+
+Every run of a stratum, whatever its mode (incremental, full load, Spark rebuild), writes each
+changed IDB table as ONE Delta commit that carries the input versions it consumed and the
+application transaction ``deltalog:<pipeline>:<stratum>:<pred>`` at version ``seq`` (the run
+number). The transaction versions in the tables are what a later run reads to know how far a
+crashed one got; the recorded versions are what the recompute check recomputes from.
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from engine.storage import Delta
+from pipelines import delta_io
+from pipelines.faults import fault
+from pipelines.spec import PipelineSpec
+from schemas.relation import arrow_schema, rows_to_arrow
+
+# Commit metadata keys written on every IDB commit.
+PIPELINE = "deltalog.pipeline"
+STRATUM = "deltalog.stratum"
+INPUT_VERSIONS = "deltalog.input_versions"  # direct inputs (EDB and IDB tables) -> version
+EDB_VERSIONS = "deltalog.edb_versions"  # every EDB table the relation depends on -> version
+SEQ = "deltalog.seq"  # the stratum run (application transaction version) of the commit
+MODE = "deltalog.mode"  # "rebuild" on a Spark rebuild's commits (absent otherwise)
+
+# pred -> (our transaction version in its table, or None; table version, or -1: no table)
+Txns = dict[str, tuple[int | None, int]]
+# pred -> (rows to insert, rows to delete)
+TableChanges = Mapping[str, tuple[pa.Table, pa.Table]]
+
+
+def app_id(spec: PipelineSpec, stratum_index: int, pred: str) -> str:
+    """The application transaction id of ``pred``'s table commits."""
+    return f"deltalog:{spec.name}:{stratum_index}:{pred}"
+
+
+def versions_json(value: Mapping[str, int]) -> str:
+    return json.dumps(dict(value), sort_keys=True)
+
+
+def versions_of(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in json.loads(text).items()}
+
+
+def deltalog_commits(uri: str) -> list[dict[str, Any]]:
+    """The commit infos of the table that a deltalog run wrote, newest first."""
+    return [info for info in delta_io.history(uri) if EDB_VERSIONS in info]
+
+
+def recorded_edb_versions(uri: str, version: int) -> dict[str, int]:
+    """EDB versions recorded by the newest deltalog commit of an IDB table up to ``version``."""
+    for info in deltalog_commits(uri):
+        if int(info["version"]) <= version:
+            return versions_of(info[EDB_VERSIONS])
+    return {}
+
+
+def table_difference(expected: pa.Table, actual: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(rows of ``expected`` missing in ``actual``, rows of ``actual`` not in ``expected``)."""
+    names = actual.column_names
+    missing = expected.join(actual, keys=names, join_type="left anti").select(names)
+    extra = actual.join(expected, keys=names, join_type="left anti").select(names)
+    return missing, extra
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``CommitWriter.write`` did: the (txn, table version) of every table after it,
+    the (inserted, deleted) rows per table, and how many commits it made."""
+
+    txns: Txns
+    counts: dict[str, tuple[int, int]]
+    commits: int
+
+
+class CommitWriter:
+    """Writes the IDB tables of one stratum; the only code that commits to them."""
+
+    def __init__(self, root: str | Path, spec: PipelineSpec, index: int, notes: list[str]):
+        self.root, self.spec, self.index = root, spec, index
+        self.preds = spec.program.strata[index].preds
+        self.notes = notes  # the run's notes, appended to
+
+    def uri(self, pred: str) -> str:
+        return self.spec.table_uri(self.root, pred)
+
+    def ensure_table(self, pred: str) -> str:
+        """The table of ``pred``, created empty (change data feed on) when missing."""
+        uri = self.uri(pred)
+        if not delta_io.exists(uri):
+            Path(uri).mkdir(parents=True, exist_ok=True)
+            delta_io.create_table(uri, arrow_schema(self.spec.program.schemas[pred]))
+        return uri
+
+    def txns(self) -> Txns:
+        """pred -> (our transaction version in its table, table version); (None, -1) when
+        the table does not exist yet."""
+        out: Txns = {}
+        for pred in self.preds:
+            uri = self.uri(pred)
+            if delta_io.exists(uri):
+                txn = delta_io.transaction_version(uri, app_id(self.spec, self.index, pred))
+                out[pred] = (txn, delta_io.table_version(uri))
+            else:
+                out[pred] = (None, -1)
+        return out
+
+    def arrow_changes(self, deltas: Mapping[str, Delta]) -> dict[str, tuple[pa.Table, pa.Table]]:
+        """Engine deltas ({row: ±1} per predicate) as the tables' (inserted, deleted) rows."""
+        out = {}
+        for pred in self.preds:
+            schema = self.spec.program.schemas[pred]
+            delta = deltas.get(pred, {})
+            out[pred] = (
+                rows_to_arrow(schema, [r for r, w in delta.items() if w > 0]),
+                rows_to_arrow(schema, [r for r, w in delta.items() if w < 0]),
+            )
+        return out
+
+    def write(
+        self,
+        changes: TableChanges,
+        seq: int,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+        txns: Mapping[str, tuple[int | None, int]],
+        *,
+        stamp_new: bool = False,
+        skip: frozenset[str] = frozenset(),
+        mode: str | None = None,
+    ) -> Written:
+        """Commit each predicate's change with transaction version ``seq``: one commit per
+        table, none for an empty change except a first, stamped commit (``stamp_new``) to a
+        table no deltalog run wrote yet; tables in ``skip`` are counted, not written.
+
+        Raises ``DataError`` when the table already holds run ``seq`` (another run applied
+        this change) or when a deleted row is not in the table (nothing committed)."""
+        metadata = {
+            PIPELINE: self.spec.name,
+            STRATUM: str(self.index),
+            INPUT_VERSIONS: versions_json(inputs),
+            EDB_VERSIONS: versions_json(edbs),
+            SEQ: str(seq),
+            **({MODE: mode} if mode else {}),
+        }
+        after = dict(txns)
+        counts: dict[str, tuple[int, int]] = {}
+        commits = 0
+        for pred in self.preds:
+            uri = self.ensure_table(pred)
+            inserted, deleted = changes[pred]
+            counts[pred] = (inserted.num_rows, deleted.num_rows)
+            if pred in skip:
+                continue
+            txn = (app_id(self.spec, self.index, pred), seq)
+            if inserted.num_rows or deleted.num_rows:
+                ins, dels, version = delta_io.commit_delta(uri, inserted, deleted, metadata, txn)
+                if (ins, dels) != counts[pred]:
+                    self.notes.append(
+                        f"{pred}: the table took +{ins}/-{dels} rows of a +{counts[pred][0]}"
+                        f"/-{counts[pred][1]} change (it was not in the state's image)"
+                    )
+                counts[pred] = (ins, dels)
+            elif stamp_new and not deltalog_commits(uri):
+                version = delta_io.stamp(uri, metadata, txn)
+            else:
+                continue
+            after[pred] = (seq, version)
+            commits += 1
+            if commits == 1:
+                fault("mid_commit", self.index)
+        fault("after_commit", self.index)
+        return Written(after, counts, commits)
+
+    def commit_of_run(self, pred: str, seq: int) -> dict[str, Any] | None:
+        """The commit info of run ``seq`` in ``pred``'s table, when there is one."""
+        return next((i for i in deltalog_commits(self.uri(pred)) if i.get(SEQ) == str(seq)), None)

@@ -1,0 +1,17 @@
+"""Fault injection for the crash tests: ``DELTALOG_FAULT=point`` (or ``point@stratum``) makes
+the process SIGKILL itself when a stratum run reaches that point (of that stratum only).
+
+The points, in the order a run passes them: after its inputs are read, after the first of its
+table commits, after all of them, after the engine state is saved."""
+
+import os
+import signal
+
+FAULT_ENV = "DELTALOG_FAULT"
+FAULT_POINTS = ("after_read", "mid_commit", "after_commit", "after_state")
+
+
+def fault(point: str, stratum: int) -> None:
+    """Kill this process here when ``DELTALOG_FAULT`` names ``point`` (of ``stratum``)."""
+    if os.environ.get(FAULT_ENV) in (point, f"{point}@{stratum}"):
+        os.kill(os.getpid(), signal.SIGKILL)

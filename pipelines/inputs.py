@@ -1,0 +1,108 @@
+"""The change reader: what a stratum run reads of its input tables, checked on the way in.
+
+The current version of every input (EDB tables and upstream IDB tables), the change of each
+between two versions (change data feed), or a whole table for a full load. EDB rows are
+checked here (schema, values, functional keys) before the engine sees them, so bad input
+stops the run with an error that names the table, version, column and row.
+"""
+
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+
+from engine.errors import FUNCTIONAL_CONFLICT, MISSING_INPUT, DataError
+from engine.heads import Row
+from engine.runtime import IncrementalEngine
+from engine.storage import Delta
+from pipelines import delta_io, quality
+from pipelines.spec import PipelineSpec
+from schemas.relation import arrow_to_rows
+
+
+def require_table(uri: str, pred: str, spec: PipelineSpec, what: str) -> None:
+    """Raise ``DataError`` DL304 when the ``what`` ("EDB" or "IDB") table is missing."""
+    if not delta_io.exists(uri):
+        raise DataError(
+            f"{what} table of '{pred}' does not exist at {uri}: "
+            + ("build the warehouse first" if what == "EDB" else f"materialize '{pred}' first"),
+            spec.name,
+            MISSING_INPUT,
+        )
+
+
+class InputReader:
+    """Reads the inputs of stratum ``index`` of a pipeline."""
+
+    def __init__(self, root: str | Path, spec: PipelineSpec, index: int):
+        self.root, self.spec, self.index = root, spec, index
+        self.stratum = spec.program.strata[index]
+
+    def uri(self, pred: str) -> str:
+        return self.spec.table_uri(self.root, pred)
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(input table -> current version, EDB closure -> current version). EDB versions
+        are read first: upstream IDB tables are assumed up to date with them."""
+        spec = self.spec
+        edb_versions: dict[str, int] = {}
+        for pred in sorted({e for p in self.stratum.preds for e in spec.edb_closure(p)}):
+            uri = self.uri(pred)
+            require_table(uri, pred, spec, "EDB")
+            edb_versions[pred] = delta_io.table_version(uri)
+        inputs: dict[str, int] = {}
+        for pred in spec.upstream(self.stratum):
+            if pred in edb_versions:
+                inputs[pred] = edb_versions[pred]
+                continue
+            uri = self.uri(pred)
+            require_table(uri, pred, spec, "IDB")
+            inputs[pred] = delta_io.table_version(uri)
+        return inputs, edb_versions
+
+    def changes(self, old: Mapping[str, int], new: Mapping[str, int]) -> dict[str, Delta]:
+        """The change of every input from version ``old[pred]`` to ``new[pred]`` (each
+        ``old`` version at most the ``new`` one), EDB changes checked; empty ones left out."""
+        out = {}
+        for pred, version in new.items():
+            if version == old[pred]:
+                continue
+            uri = self.uri(pred)
+            edb = pred in self.spec.edb_tables
+            schema = self.spec.program.schemas[pred]
+            if edb:
+                actual = delta_io.arrow_schema_of(uri, version)
+                quality.check_schema(
+                    schema, pred, uri, version, actual, partial(delta_io.head, uri, version)
+                )
+            names = [c.name for c in schema.columns]
+            delta = delta_io.changes(uri, old[pred], version, names)
+            if edb:
+                delta = quality.check_change(schema, pred, uri, version, delta)
+            if delta:
+                out[pred] = delta
+        return out
+
+    def check_functional(
+        self, engine: IncrementalEngine, deltas: Mapping[str, Delta], inputs: Mapping[str, int]
+    ) -> None:
+        """A second value for a functional key, as bad input of the table that brought it
+        (the engine checks before it applies anything)."""
+        try:
+            engine.check_edb(deltas)
+        except DataError as err:
+            pred = next((p for p in deltas if err.where == p), None)
+            if err.code != FUNCTIONAL_CONFLICT or pred is None:
+                raise
+            schema = self.spec.program.schemas[pred]
+            uri = self.uri(pred)
+            raise quality.functional_error(schema, pred, uri, inputs[pred], err) from None
+
+    def read(self, pred: str, version: int) -> set[Row]:
+        """All rows of an input table at ``version``; an EDB table is checked first."""
+        uri = self.uri(pred)
+        table = delta_io.read_arrow(uri, version)
+        if pred in self.spec.edb_tables:
+            schema = self.spec.program.schemas[pred]
+            quality.check_table(schema, pred, uri, version, table)
+            table = table.select([c.name for c in schema.columns])
+        return arrow_to_rows(table)

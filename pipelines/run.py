@@ -1,0 +1,374 @@
+"""One run of one stratum: the object the Dagster layer (and the CLI, tests, benchmarks) calls.
+
+A stratum runs in one of three ways, all under the stratum's lock and all committing through
+``pipelines.commits``:
+
+- **incremental** (``materialize``): read the change of every input since the versions the
+  saved engine consumed (``pipelines.inputs``), ``apply`` it, write each IDB change as one
+  commit with transaction version ``seq`` (the run number), save the engine;
+- **full load** (``materialize`` with no usable state, a large change, or ``rebuild()``):
+  load the engine from the input tables and make each IDB table equal its result;
+- **Spark rebuild** (``rebuild(spark)``): recompute on Spark, make each table equal the
+  result, drop the saved state (the next run reloads the engine from the tables).
+
+Crash safety: the transaction versions in the IDB tables say how far a crashed run got. A
+table one run ahead of the state is finished from the state (never applied twice); any other
+disagreement is rebuilt from the tables and said so in the result's notes.
+"""
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.heads import Row
+from engine.runtime import IncrementalEngine, diff
+from engine.storage import Delta
+from pipelines import delta_io
+from pipelines.commits import (
+    EDB_VERSIONS,
+    INPUT_VERSIONS,
+    CommitWriter,
+    Txns,
+    Written,
+    table_difference,
+    versions_json,
+    versions_of,
+)
+from pipelines.faults import fault
+from pipelines.inputs import InputReader
+from pipelines.spec import PipelineSpec
+from pipelines.state_store import (
+    StratumState,
+    drop_state,
+    load_state,
+    save_state,
+    state_path,
+    stratum_lock,
+)
+from pipelines.stratum_program import stratum_digest, stratum_program
+from schemas.relation import arrow_to_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOCK_WAIT_SECONDS = 600.0
+
+# A change this large (at least RELOAD_MIN_ROWS input rows and more than RELOAD_SHARE of the
+# inputs' rows) reloads the stratum from the tables, like a first load, instead of maintaining
+# it: per changed row, maintenance costs far more than evaluation does, and the saved state
+# would be rewritten whole anyway. The run says so in its notes and reports mode "full".
+RELOAD_SHARE = 0.25
+RELOAD_MIN_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class StratumResult:
+    """What a run did to one IDB predicate's table. ``seconds`` is the wall time of the whole
+    stratum run (read, maintain, write, save the state), shared by the predicates it defines;
+    so are ``mode``, ``seq``, ``stats`` (the engine's counters) and ``notes``."""
+
+    pred: str
+    rows: int
+    inserted: int
+    deleted: int
+    input_versions: dict[str, int]
+    edb_versions: dict[str, int]
+    table_version: int
+    seconds: float
+    mode: str = "full"  # "full", "incremental", "unchanged", "rebuild"
+    seq: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    state_bytes: int = 0
+
+
+class _Unreconcilable(Exception):
+    """The saved state cannot be reconciled with the tables; the message says why."""
+
+
+class StratumRun:
+    """One run of stratum ``index`` of ``spec`` over the warehouse at ``root``: call
+    ``materialize()`` or ``rebuild()`` once.
+
+    Raises ``DataError`` DL304 when an input table is missing, DL305 when another run of the
+    stratum holds its lock for more than ``lock_wait`` seconds, DL3xx on bad input data."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        spec: PipelineSpec,
+        index: int,
+        *,
+        lock_wait: float = LOCK_WAIT_SECONDS,
+    ):
+        self.root, self.spec, self.index, self.lock_wait = root, spec, index, lock_wait
+        self.preds = spec.program.strata[index].preds
+        self.path = state_path(root, spec.name, index)
+        self.digest = stratum_digest(spec.program, index)
+        self.notes: list[str] = []
+        self.reader = InputReader(root, spec, index)
+        self.writer = CommitWriter(root, spec, index, self.notes)
+        self.start = time.perf_counter()
+        self.state_bytes = 0
+
+    # -- the public entry points -------------------------------------------------------
+    def materialize(self) -> list[StratumResult]:
+        """Bring the stratum's IDB tables up to date with its inputs: incrementally from the
+        saved engine state when there is one that agrees with the tables, else by a full
+        load from the tables."""
+        with stratum_lock(self.path, self.lock_wait):
+            self.start = time.perf_counter()
+            return self._materialize()
+
+    def rebuild(self, spark: "SparkSession | None" = None) -> list[StratumResult]:
+        """Rebuild the stratum's IDB tables from scratch (the backfill path).
+
+        With ``spark``: recompute the stratum on Spark from its input tables (EDB and
+        upstream IDB tables) at their current versions, drop the saved engine state, and make
+        each IDB table equal the result in ONE commit per table with the same metadata and
+        application transaction (at the next ``seq``) as an incremental run; a table that
+        already equals it gets no commit (except a first, stamped commit to a table no run
+        wrote yet). Results have mode ``"rebuild"``. The Python engine is not run: the next
+        run reloads it from the rebuilt tables (mode ``"full"``) and commits nothing when it
+        agrees with Spark. So a rebuild killed at any point converges on the next run.
+
+        Without ``spark``: drop the state and reload it with the Python engine (mode
+        ``"full"``; its load writes the tables' differences)."""
+        with stratum_lock(self.path, self.lock_wait):
+            self.start = time.perf_counter()
+            if spark is not None:
+                return self._spark_rebuild(spark)
+            inputs, edbs = self.reader.snapshot()
+            state = load_state(self.path)
+            if drop_state(self.path):
+                self.notes.append("rebuild requested: saved state dropped")
+            return self._full_load(inputs, edbs, state.seq if state is not None else 0)
+
+    # -- the three ways a stratum runs -------------------------------------------------
+    def _materialize(self) -> list[StratumResult]:
+        inputs, edbs = self.reader.snapshot()
+        state = load_state(self.path)
+        floor = state.seq if state is not None else 0
+        if state is None:
+            if self.path.exists():
+                self.notes.append("saved state unreadable: rebuilt from the tables")
+            return self._full_load(inputs, edbs, floor)
+        if state.digest != self.digest:
+            self.notes.append("the stratum's rules changed since the state was saved: rebuilt")
+            return self._full_load(inputs, edbs, floor)
+        try:
+            engine, state = self._reconcile(state)
+            # A finished interrupted run may have moved the consumed versions.
+            return self._step(engine, state, inputs, edbs)
+        except _Unreconcilable as why:
+            self.notes.append(f"state and tables disagree ({why}): rebuilt from the tables")
+            return self._full_load(inputs, edbs, floor + 1)
+
+    def _full_load(
+        self, inputs: Mapping[str, int], edbs: Mapping[str, int], floor: int
+    ) -> list[StratumResult]:
+        """Load the engine from the input tables at ``inputs``; make each IDB table equal
+        its result in one commit; save the state."""
+        txns = self.writer.txns()
+        seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
+        rows = {pred: self.reader.read(pred, v) for pred, v in inputs.items()}
+        fault("after_read", self.index)
+        engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
+        stats = engine.last_stats.as_dict()
+        out: dict[str, Delta] = {}
+        for pred in self.preds:
+            uri = self.writer.uri(pred)
+            current: set[Row] = set()
+            if delta_io.exists(uri):
+                current = arrow_to_rows(delta_io.read_arrow(uri))
+            out[pred] = diff(current, engine.relation(pred))
+        written = self.writer.write(
+            self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
+        )
+        self._save(engine, seq, inputs, edbs, written.txns)
+        return self._results("full", seq, inputs, edbs, written, stats)
+
+    def _step(
+        self,
+        engine: IncrementalEngine,
+        state: StratumState,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+    ) -> list[StratumResult]:
+        """Maintain from the state's input versions to ``inputs``: one run, ``seq + 1``."""
+        txns = {p: (state.written.get(p), state.table_versions.get(p, -1)) for p in self.preds}
+        if dict(inputs) == state.input_versions:
+            unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0)
+            return self._results("unchanged", state.seq, inputs, edbs, unchanged, {})
+        deltas = self._changes(state.input_versions, inputs)
+        self.reader.check_functional(engine, deltas, inputs)
+        changed = sum(len(d) for d in deltas.values())
+        size = sum(engine.size(p) for p in inputs)
+        if changed >= RELOAD_MIN_ROWS and changed > RELOAD_SHARE * size:
+            self.notes.append(
+                f"the change ({changed} rows) is {changed / max(size, 1):.0%} of the inputs "
+                f"({size} rows): the stratum was reloaded from the tables instead of maintained"
+            )
+            return self._full_load(inputs, edbs, state.seq)
+        fault("after_read", self.index)
+        out = engine.apply(deltas) if deltas else {}
+        stats = engine.last_stats.as_dict() if deltas else {"edb_changes": 0}
+        seq = state.seq + 1
+        written = self.writer.write(self.writer.arrow_changes(out), seq, inputs, edbs, txns)
+        self._save(engine, seq, inputs, edbs, written.txns)
+        return self._results("incremental", seq, inputs, edbs, written, stats)
+
+    def _spark_rebuild(self, spark: "SparkSession") -> list[StratumResult]:
+        from pipelines.recompute import spark_recompute
+
+        inputs, edbs = self.reader.snapshot()
+        state = load_state(self.path)
+        txns = self.writer.txns()
+        seq = max([state.seq if state is not None else 0, *(t or 0 for t, _ in txns.values())]) + 1
+        started = time.perf_counter()
+        expected = spark_recompute(spark, self.root, self.spec, inputs, self.preds)
+        spark_seconds = time.perf_counter() - started
+        fault("after_read", self.index)
+        # Before any commit: a state that outlived a half-done rebuild would be reconciled
+        # against tables it never produced.
+        if drop_state(self.path):
+            self.notes.append("rebuild on Spark: saved state dropped (the next run reloads it)")
+        changes = {
+            pred: table_difference(
+                expected[pred], delta_io.read_arrow(self.writer.ensure_table(pred))
+            )
+            for pred in self.preds
+        }
+        written = self.writer.write(
+            changes, seq, inputs, edbs, txns, stamp_new=True, mode="rebuild"
+        )
+        stats = {"spark_seconds": round(spark_seconds, 3)}
+        # The run number of the tables' newest deltalog commits (this rebuild's when it wrote).
+        return self._results("rebuild", seq if written.commits else seq - 1, inputs, edbs,
+                             written, stats)
+
+    # -- state ---------------------------------------------------------------------------
+    def _changes(self, old: Mapping[str, int], new: Mapping[str, int]) -> dict[str, Delta]:
+        for pred, version in new.items():
+            if pred not in old:
+                raise _Unreconcilable(f"input '{pred}' is not in the saved state")
+            if version < old[pred]:
+                raise _Unreconcilable(
+                    f"input '{pred}' went back from version {old[pred]} to {version}"
+                )
+        return self.reader.changes(old, new)
+
+    def _reconcile(self, state: StratumState) -> tuple[IncrementalEngine, StratumState]:
+        """The engine of ``state``, with an interrupted run ``state.seq + 1`` finished when
+        the tables show one; raises ``_Unreconcilable`` when the tables and the state
+        disagree in any other way."""
+        txns = self.writer.txns()
+        pending = []
+        for pred in self.preds:
+            txn, version = txns[pred]
+            expected = (state.written.get(pred), state.table_versions.get(pred, -1))
+            if (txn, version) == expected:
+                continue
+            if txn == state.seq + 1:
+                pending.append(pred)
+                continue
+            raise _Unreconcilable(
+                f"table '{pred}' is at version {version} with run {txn}, the saved state "
+                f"(run {state.seq}) expects version {expected[1]} with run {expected[0]}"
+            )
+        engine = IncrementalEngine.loads(state.engine)
+        if not pending:
+            return engine, state
+        seq = state.seq + 1
+        commits = {}
+        for pred in pending:
+            info = self.writer.commit_of_run(pred, seq)
+            if info is None or int(info["version"]) != txns[pred][1]:
+                raise _Unreconcilable(f"table '{pred}' has run {seq} but not as its newest commit")
+            commits[pred] = info
+        recorded = {(c[INPUT_VERSIONS], c[EDB_VERSIONS]) for c in commits.values()}
+        if len(recorded) != 1:
+            raise _Unreconcilable(f"the commits of run {seq} disagree on their input versions")
+        [(inputs_json, edbs_json)] = recorded
+        inputs, edbs = versions_of(inputs_json), versions_of(edbs_json)
+        out = engine.apply(self._changes(state.input_versions, inputs))
+        for pred in pending:
+            version = txns[pred][1]
+            table_change = delta_io.changes(self.writer.uri(pred), version - 1, version)
+            if table_change != out.get(pred, {}):
+                raise _Unreconcilable(
+                    f"the commit of run {seq} to '{pred}' is not the change replayed"
+                )
+        written = self.writer.write(
+            self.writer.arrow_changes(out), seq, inputs, edbs, txns, skip=frozenset(pending)
+        )
+        self.notes.append(
+            f"finished interrupted run {seq} (committed to {', '.join(pending)} at input "
+            f"versions {versions_json(inputs)}) from the saved state"
+        )
+        return engine, self._save(engine, seq, inputs, edbs, written.txns)
+
+    def _save(
+        self,
+        engine: IncrementalEngine,
+        seq: int,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+        txns: Txns,
+    ) -> StratumState:
+        state = StratumState(
+            digest=self.digest,
+            seq=seq,
+            input_versions=dict(inputs),
+            edb_versions=dict(edbs),
+            written={p: txns[p][0] for p in self.preds},
+            table_versions={p: txns[p][1] for p in self.preds},
+            engine=engine.dumps(),
+        )
+        self.state_bytes = save_state(self.path, state)
+        fault("after_state", self.index)
+        return state
+
+    def _results(
+        self,
+        mode: str,
+        seq: int,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+        written: Written,
+        stats: Mapping[str, Any],
+    ) -> list[StratumResult]:
+        seconds = time.perf_counter() - self.start
+        stats = {
+            **stats,
+            "idb_inserted": sum(i for i, _ in written.counts.values()),
+            "idb_erased": sum(d for _, d in written.counts.values()),
+            "state_bytes": self.state_bytes,
+        }
+        out = []
+        for pred in self.preds:
+            uri = self.writer.uri(pred)
+            version = written.txns[pred][1]
+            if version < 0:
+                version = delta_io.table_version(uri)
+            ins, dels = written.counts[pred]
+            out.append(
+                StratumResult(
+                    pred,
+                    delta_io.row_count(uri, version),
+                    ins,
+                    dels,
+                    dict(inputs),
+                    dict(edbs),
+                    version,
+                    seconds,
+                    mode=mode,
+                    seq=seq,
+                    stats=stats,
+                    notes=tuple(self.notes),
+                    state_bytes=self.state_bytes,
+                )
+            )
+        return out
