@@ -65,6 +65,22 @@ def row_count(uri: str, version: int | None = None) -> int:
     return dt.to_pyarrow_table().num_rows
 
 
+def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
+    """The rows of the table at ``version`` whose values in ``keys``' columns are one of the
+    rows of ``keys``: a filtered scan (files and row groups skipped by their statistics where
+    they cannot hold a key), then an exact semi-join."""
+    if not keys.num_rows:
+        return read_arrow(uri, version).slice(0, 0)
+    dataset = DeltaTable(uri, version=version).to_pyarrow_dataset()
+    predicate = None
+    for name in keys.column_names:
+        term = pc.field(name).isin(pc.unique(keys.column(name)))
+        predicate = term if predicate is None else predicate & term
+    found = normalize(dataset.to_table(filter=predicate))
+    names = found.column_names
+    return found.join(normalize(keys), keys=keys.column_names, join_type="left semi").select(names)
+
+
 def arrow_schema_of(uri: str, version: int | None = None) -> pa.Schema:
     """The Arrow schema of the table (at ``version``, default latest)."""
     table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)

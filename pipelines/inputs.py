@@ -7,6 +7,7 @@ stops the run with an error that names the table, version, column and row.
 """
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from engine.runtime import IncrementalEngine
 from engine.storage import Delta
 from pipelines import delta_io, quality
 from pipelines.spec import PipelineSpec
-from schemas.relation import arrow_to_rows
+from schemas.relation import arrow_to_rows, rows_to_arrow
 
 
 def require_table(uri: str, pred: str, spec: PipelineSpec, what: str) -> None:
@@ -28,6 +29,54 @@ def require_table(uri: str, pred: str, spec: PipelineSpec, what: str) -> None:
             spec.name,
             MISSING_INPUT,
         )
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    """An EDB table's current version checked against its declaration: ``problems`` (empty
+    when it passed), its ``rows`` (from the Delta log), how many rows the check read, and
+    ``since``, the version whose check this one builds on (None: the whole table read)."""
+
+    version: int
+    problems: list[quality.Problem]
+    rows: int
+    rows_read: int
+    since: int | None
+
+
+def check_input(root: str | Path, spec: PipelineSpec, pred: str, since: int | None) -> InputCheck:
+    """Check the current version of ``pred``'s EDB table against its declaration.
+
+    ``since`` is a version of the table that passed this check before. When it is at most
+    the current version, only what changed since is read (O(change)): the schema from the
+    log, the rows inserted since (change data feed) for nulls, NaNs and wrong types, and for
+    a functional relation the table's rows that share a key with an inserted row (a
+    filtered scan). Otherwise (no earlier pass, or a table that went back) the whole table
+    is read. Raises ``DataError`` DL304 when the table does not exist."""
+    uri = spec.table_uri(root, pred)
+    require_table(uri, pred, spec, "EDB")
+    schema = spec.program.schemas[pred]
+    version = delta_io.table_version(uri)
+    if since is None or since > version:
+        table = delta_io.read_arrow(uri, version)
+        problems = quality.table_problems(schema, table)
+        return InputCheck(version, problems, table.num_rows, table.num_rows, None)
+    rows = delta_io.row_count(uri, version)
+    actual = delta_io.arrow_schema_of(uri, version)
+    if quality.schema_problems(schema, actual, actual.empty_table()):
+        problems = quality.schema_problems(schema, actual, delta_io.head(uri, version))
+        return InputCheck(version, problems, rows, 1, since)
+    names = [c.name for c in schema.columns]
+    delta = quality.net_change(delta_io.changes(uri, since, version, names))
+    inserted = [row for row, weight in delta.items() if weight > 0]
+    problems = quality.change_problems(schema, inserted)
+    read = len(delta)
+    if not problems and schema.functional and inserted:
+        keys = rows_to_arrow(schema, inserted).select(names[: schema.key_arity])
+        around = delta_io.rows_with_keys(uri, version, keys).select(names)
+        read += around.num_rows
+        problems = quality.row_problems(schema, around)
+    return InputCheck(version, problems, rows, read, since)
 
 
 class InputReader:

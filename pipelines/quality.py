@@ -232,16 +232,23 @@ def check_change(
     """Raise ``BadInputError`` when a row of a change to ``pred`` is bad (O(change));
     return the change. A NaN row inserted and deleted again inside the change cancels
     (NaN != NaN, so the change feed could not cancel it)."""
-    if any(isinstance(v, float) and math.isnan(v) for row in delta for v in row):
-        net: dict[tuple[object, ...], tuple[Row, int]] = {}
-        for row, weight in delta.items():
-            key = _nan_free(row)
-            net[key] = (row, net.get(key, (row, 0))[1] + weight)
-        delta = {row: w for row, w in net.values() if w}
+    delta = net_change(delta)
     problems = change_problems(schema, delta)
     if problems:
         raise error(pred, uri, version, problems)
-    return dict(delta)
+    return delta
+
+
+def net_change(delta: Mapping[Row, int]) -> dict[Row, int]:
+    """``delta`` with rows that hold NaN summed as equal rows (NaN != NaN, so the change
+    feed cannot cancel a NaN row inserted and deleted again)."""
+    if not any(isinstance(v, float) and math.isnan(v) for row in delta for v in row):
+        return dict(delta)
+    net: dict[tuple[object, ...], tuple[Row, int]] = {}
+    for row, weight in delta.items():
+        key = _nan_free(row)
+        net[key] = (row, net.get(key, (row, 0))[1] + weight)
+    return {row: w for row, w in net.values() if w}
 
 
 def functional_error(

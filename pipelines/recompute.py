@@ -72,7 +72,7 @@ def spark_recompute(
 
 
 def table_edb_versions(
-    root: str | Path, spec: PipelineSpec, pred: str
+    root: str | Path, spec: PipelineSpec, pred: str, state_root: str | Path | None = None
 ) -> tuple[int, dict[str, int]]:
     """(table version, EDB versions the table stands for): those the stratum's last
     completed run consumed, from its saved state, when the table is still at the version
@@ -83,7 +83,7 @@ def table_edb_versions(
     uri = spec.table_uri(root, pred)
     require_table(uri, pred, spec, "IDB")
     version = delta_io.table_version(uri)
-    state = load_state(state_path(root, spec.name, spec.stratum_of(pred)))
+    state = load_state(state_path(root, spec.name, spec.stratum_of(pred), state_root))
     if state is not None and state.table_versions.get(pred) == version:
         recorded = dict(state.edb_versions)
     else:
@@ -102,7 +102,11 @@ def _sample(table: pa.Table) -> list[Row]:
 
 
 def spark_recompute_checks(
-    spark: "SparkSession", root: str | Path, spec: PipelineSpec, preds: Iterable[str]
+    spark: "SparkSession",
+    root: str | Path,
+    spec: PipelineSpec,
+    preds: Iterable[str],
+    state_root: str | Path | None = None,
 ) -> dict[str, CheckOutcome]:
     """Compare the IDB table of each of ``preds`` with a full recompute on Spark from the EDB
     versions its newest materialization consumed, sharing one recompute among the tables
@@ -110,7 +114,7 @@ def spark_recompute_checks(
     groups: dict[str, list[tuple[str, int]]] = {}
     snapshots: dict[str, dict[str, int]] = {}
     for pred in preds:
-        version, edb_versions = table_edb_versions(root, spec, pred)
+        version, edb_versions = table_edb_versions(root, spec, pred, state_root)
         key = json.dumps(edb_versions, sort_keys=True)
         groups.setdefault(key, []).append((pred, version))
         snapshots[key] = edb_versions

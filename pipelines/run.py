@@ -90,7 +90,9 @@ class _Unreconcilable(Exception):
 
 class StratumRun:
     """One run of stratum ``index`` of ``spec`` over the warehouse at ``root``: call
-    ``materialize()`` or ``rebuild()`` once.
+    ``materialize()`` or ``rebuild()`` once. The saved engine state lives under
+    ``state_root`` (default: ``_deltalog_state`` in the warehouse); the input versions it
+    consumed make it rebuildable from the tables when it is lost.
 
     Raises ``DataError`` DL304 when an input table is missing, DL305 when another run of the
     stratum holds its lock for more than ``lock_wait`` seconds, DL3xx on bad input data."""
@@ -101,11 +103,12 @@ class StratumRun:
         spec: PipelineSpec,
         index: int,
         *,
+        state_root: str | Path | None = None,
         lock_wait: float = LOCK_WAIT_SECONDS,
     ):
         self.root, self.spec, self.index, self.lock_wait = root, spec, index, lock_wait
         self.preds = spec.program.strata[index].preds
-        self.path = state_path(root, spec.name, index)
+        self.path = state_path(root, spec.name, index, state_root)
         self.digest = stratum_digest(spec.program, index)
         self.notes: list[str] = []
         self.reader = InputReader(root, spec, index)

@@ -1,7 +1,8 @@
 """The persisted state of one stratum's maintenance between runs: the engine (relations,
 support counts, sensitivity indices, DBSP state) plus the input versions it stands for.
 
-One file per (pipeline, stratum) under ``<warehouse>/_deltalog_state/``, replaced atomically
+One file per (pipeline, stratum) under ``<warehouse>/_deltalog_state/`` or a state root of
+its own (``state_dir``), replaced atomically
 (temp file, fsync, rename, fsync of the folder), so a crash leaves the old state or the new
 one, never a torn file. The state is pickle: trusted input only (it lives in the warehouse).
 A per-stratum lock file serializes materializations of one stratum on this machine.
@@ -41,12 +42,17 @@ class StratumState:
     engine: bytes = field(repr=False)
 
 
-def state_dir(root: str | Path, pipeline: str) -> Path:
-    return Path(root) / STATE_DIR / pipeline
+def state_dir(root: str | Path, pipeline: str, state_root: str | Path | None = None) -> Path:
+    """The folder of ``pipeline``'s saved states: under ``state_root`` when given (a local
+    disk apart from the warehouse), else under ``<warehouse root>/_deltalog_state``."""
+    base = Path(state_root) if state_root is not None else Path(root) / STATE_DIR
+    return base / pipeline
 
 
-def state_path(root: str | Path, pipeline: str, stratum: int) -> Path:
-    return state_dir(root, pipeline) / f"stratum-{stratum}.state"
+def state_path(
+    root: str | Path, pipeline: str, stratum: int, state_root: str | Path | None = None
+) -> Path:
+    return state_dir(root, pipeline, state_root) / f"stratum-{stratum}.state"
 
 
 def load_state(path: Path) -> StratumState | None:

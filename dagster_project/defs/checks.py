@@ -66,7 +66,9 @@ def _stratum_checks(spec: PipelineSpec, index: int) -> dg.AssetChecksDefinition:
     )
     def _matches(warehouse: WarehouseResource, spark: SparkResource):
         try:
-            outcomes = spark_recompute_checks(spark.session(), warehouse.root, spec, preds)
+            outcomes = spark_recompute_checks(
+                spark.session(), warehouse.root, spec, preds, warehouse.state_root
+            )
         except DeltalogError as err:
             for pred in preds:
                 yield dg.AssetCheckResult(

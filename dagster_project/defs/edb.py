@@ -8,6 +8,7 @@ import dagster as dg
 from dagster_project.defs.resources import WarehouseResource
 from engine.errors import DeltalogError
 from pipelines import delta_io, quality
+from pipelines.inputs import check_input
 from pipelines.spec import PipelineSpec
 from schemas.relation import dagster_table_schema
 
@@ -65,29 +66,36 @@ INPUT_CHECK = "valid_input"
 
 
 def _input_check(spec: PipelineSpec, pred: str) -> dg.AssetChecksDefinition:
-    schema = spec.program.schemas[pred]
+    key = asset_key(spec, pred)
 
     @dg.asset_check(
-        asset=asset_key(spec, pred),
+        asset=key,
         name=INPUT_CHECK,
         blocking=True,
         description=(
             f"Blocking: the current version of `{pred}`'s table matches its declaration "
-            "(columns and types, no nulls, no NaN, one value per functional key). When it "
+            "(columns and types, no nulls, no NaN, one value per functional key). After a "
+            "passed evaluation only the change since the version it passed is read. When it "
             "fails, the IDB assets downstream do not run in the same run (and an IDB "
             "materialization started on its own refuses the same input with the same message)."
         ),
     )
-    def _valid(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    def _valid(
+        context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+    ) -> dg.AssetCheckResult:
         uri = spec.table_uri(warehouse.root, pred)
-        if not delta_io.exists(uri):
-            return dg.AssetCheckResult(
-                passed=False, description=f"EDB table '{pred}' does not exist at {uri}"
-            )
-        version = delta_io.table_version(uri)
-        table = delta_io.read_arrow(uri, version)
-        problems = quality.table_problems(schema, table)
-        metadata: dict[str, Any] = {"delta_version": version, "rows": table.num_rows}
+        since = _last_passed_version(context, dg.AssetCheckKey(key, INPUT_CHECK))
+        try:
+            checked = check_input(warehouse.root, spec, pred, since)
+        except DeltalogError as err:
+            return dg.AssetCheckResult(passed=False, description=str(err))
+        problems, version = checked.problems, checked.version
+        metadata: dict[str, Any] = {
+            "delta_version": version,
+            "rows": checked.rows,
+            "rows_read": checked.rows_read,
+            "checked": "whole table" if checked.since is None else f"change since {checked.since}",
+        }
         if problems:
             first = problems[0]
             metadata.update(
@@ -103,12 +111,33 @@ def _input_check(spec: PipelineSpec, pred: str) -> dg.AssetChecksDefinition:
             description=(
                 quality.describe(pred, uri, version, problems[0])
                 if problems
-                else f"{table.num_rows} rows match the declaration of '{pred}'"
+                else f"{checked.rows} rows match the declaration of '{pred}'"
             ),
             metadata=metadata,
         )
 
     return _valid
+
+
+def _last_passed_version(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetCheckKey
+) -> int | None:
+    """The table version of the check's latest completed evaluation before this run when
+    that one passed, else None (this evaluation then reads the whole table)."""
+    history = context.instance.event_log_storage.get_asset_check_execution_history(key, limit=3)
+    for record in history:
+        if record.run_id == context.run.run_id or record.event is None:
+            continue
+        event = record.event.dagster_event
+        evaluation = event.event_specific_data if event is not None else None
+        if not isinstance(evaluation, dg.AssetCheckEvaluation):
+            continue  # planned, never evaluated (the run failed before the check)
+        if not evaluation.passed:
+            return None
+        version = evaluation.metadata.get("delta_version")
+        value = getattr(version, "value", version)
+        return value if isinstance(value, int) else None
+    return None
 
 
 def edb_checks(spec: PipelineSpec) -> list[dg.AssetChecksDefinition]:

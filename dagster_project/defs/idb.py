@@ -99,7 +99,7 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, spark: SparkResource
     ):
         rebuild = context.run.tags.get(REBUILD_TAG)
-        run = StratumRun(warehouse.root, spec, index)
+        run = StratumRun(warehouse.root, spec, index, state_root=warehouse.state_root)
         try:
             if not rebuild:
                 results = run.materialize()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAREHOUSE_ENV = "DELTALOG_WAREHOUSE"
+STATE_ENV = "DELTALOG_STATE"
 
 
 def default_warehouse_root() -> str:
@@ -31,6 +32,16 @@ class WarehouseResource(dg.ConfigurableResource):
         description=(
             "Warehouse root folder; every table path in pipeline.toml is relative to it. "
             f"Default: ${WAREHOUSE_ENV}, else warehouse/ in the repository."
+        ),
+    )
+
+    state_root: str | None = Field(
+        default_factory=lambda: os.environ.get(STATE_ENV) or None,
+        description=(
+            "Folder of the engine state saved between runs (one subfolder per pipeline), for "
+            "a local disk apart from the warehouse. Default: $DELTALOG_STATE, else "
+            "_deltalog_state/ in the warehouse. Losing it costs a full load, not data: the "
+            "next run rebuilds it from the tables."
         ),
     )
 
