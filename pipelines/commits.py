@@ -72,11 +72,13 @@ def table_difference(expected: pa.Table, actual: pa.Table) -> tuple[pa.Table, pa
 @dataclass(frozen=True)
 class Written:
     """What ``CommitWriter.write`` did: the (txn, table version) of every table after it,
-    the (inserted, deleted) rows per table, and how many commits it made."""
+    the (inserted, deleted) rows per table, how many commits it made, and the tables that
+    took another change than the one asked for (they were not what the engine thought)."""
 
     txns: Txns
     counts: dict[str, tuple[int, int]]
     commits: int
+    diverged: frozenset[str]
 
 
 class CommitWriter:
@@ -152,6 +154,7 @@ class CommitWriter:
         after = dict(txns)
         counts: dict[str, tuple[int, int]] = {}
         commits = 0
+        diverged = set()
         for pred in self.preds:
             uri = self.ensure_table(pred)
             inserted, deleted = changes[pred]
@@ -162,6 +165,7 @@ class CommitWriter:
             if inserted.num_rows or deleted.num_rows:
                 ins, dels, version = delta_io.commit_delta(uri, inserted, deleted, metadata, txn)
                 if (ins, dels) != counts[pred]:
+                    diverged.add(pred)
                     self.notes.append(
                         f"{pred}: the table took +{ins}/-{dels} rows of a +{counts[pred][0]}"
                         f"/-{counts[pred][1]} change (it was not in the state's image)"
@@ -176,7 +180,7 @@ class CommitWriter:
             if commits == 1:
                 fault("mid_commit", self.index)
         fault("after_commit", self.index)
-        return Written(after, counts, commits)
+        return Written(after, counts, commits, frozenset(diverged))
 
     def commit_of_run(self, pred: str, seq: int) -> dict[str, Any] | None:
         """The commit info of run ``seq`` in ``pred``'s table, when there is one."""

@@ -229,3 +229,21 @@ def test_a_changed_program_rebuilds(tmp_path):
         spec2.program, {"edge": set(EDGES_V1), "node": set(NODES), "start": set(START)}
     )
     assert _tables(spec2, root)["out_degree"] == expected["out_degree"]
+
+
+def test_row_counts_come_from_the_run_not_the_tables(tmp_path, monkeypatch):
+    """Results count each table's rows from the engine (or the Spark result), never by
+    reading the table or its log; the counts equal the tables'."""
+    spec, root = make_pipeline(tmp_path)
+    _all(spec, root)
+    write_edb(root, spec, edb_tables(EDGES_V2))
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a run counted a table's rows from Delta")
+
+    monkeypatch.setattr(delta_io, "row_count", refuse)
+    results = _all(spec, root)
+    assert {r.mode for r in results.values()} == {"incremental"}
+    monkeypatch.undo()
+    for pred, result in results.items():
+        assert result.rows == delta_io.row_count(spec.table_uri(root, pred)), pred
