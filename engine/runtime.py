@@ -6,12 +6,12 @@ the ``recompute`` strategy (evaluate from scratch, then diff), the oracle for th
 """
 
 import gc
-import pickle
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from engine import state_codec
 from engine.analysis.check import AnalyzedProgram, Stratum
 from engine.errors import (
     NOT_SUPPORTED,
@@ -251,18 +251,20 @@ class IncrementalEngine:
                 None,
                 NOT_SUPPORTED,
             )
-        return pickle.dumps((self.STATE_FORMAT, self), protocol=pickle.HIGHEST_PROTOCOL)
+        return state_codec.dumps((self.STATE_FORMAT, self))
 
     @classmethod
     def loads(cls, blob: bytes) -> "IncrementalEngine":
-        """An engine saved by ``dumps`` (trusted input only: this is pickle). The cyclic
+        """An engine saved by ``dumps``, read by ``engine.state_codec``, which resolves
+        only what an engine state is made of (a crafted file cannot run code; it raises
+        ``state_codec.UnsafeState``, a ``pickle.UnpicklingError``). The cyclic
         garbage collector is paused while the millions of small objects are created: each
         generation-0 pass would otherwise walk the young ones again (up to 3x the load
         time of a sensitivity-index state, bench.state_io)."""
         enabled = gc.isenabled()
         gc.disable()
         try:
-            fmt, engine = pickle.loads(blob)
+            fmt, engine = state_codec.loads(blob)
         finally:
             if enabled:
                 gc.enable()

@@ -156,7 +156,10 @@ class StratumRun:
         floor = state.seq if state is not None else 0
         if state is None:
             if self.path.exists():
-                self.notes.append("saved state unreadable: rebuilt from the tables")
+                self.notes.append(
+                    "saved state unreadable (another format, or corrupted: its checksum "
+                    "does not match): rebuilt from the tables"
+                )
             return self._full_load(inputs, edbs, floor)
         if state.digest != self.digest:
             self.notes.append("the stratum's rules changed since the state was saved: rebuilt")
@@ -285,7 +288,12 @@ class StratumRun:
                 f"table '{pred}' is at version {version} with run {txn}, the saved state "
                 f"(run {state.seq}) expects version {expected[1]} with run {expected[0]}"
             )
-        engine = IncrementalEngine.loads(state.engine)
+        try:
+            engine = IncrementalEngine.loads(state.engine)
+        except Exception as err:  # any state that does not load is rebuilt, said in the notes
+            raise _Unreconcilable(
+                f"the saved engine state cannot be read ({type(err).__name__}: {err})"
+            ) from None
         if not pending:
             return engine, state
         seq = state.seq + 1

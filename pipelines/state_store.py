@@ -4,15 +4,18 @@ support counts, sensitivity indices, DBSP state) plus the input versions it stan
 One file per (pipeline, stratum) under ``<warehouse>/_deltalog_state/`` or a state root of
 its own (``state_dir``), replaced atomically
 (temp file, fsync, rename, fsync of the folder), so a crash leaves the old state or the new
-one, never a torn file. The state is pickle: trusted input only (it lives in the warehouse).
+one, never a torn file; a checksum over the file tells a corrupted one, which is no state
+(the next run rebuilds it from the tables). The header is JSON; the engine's bytes are
+read by the engine without running code from the file (``engine.state_codec``).
 A per-stratum lock file serializes materializations of one stratum on this machine.
 """
 
 import contextlib
 import errno
 import fcntl
+import hashlib
+import json
 import os
-import pickle
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +24,7 @@ from pathlib import Path
 from engine.errors import DataError
 
 STATE_DIR = "_deltalog_state"
-STATE_FORMAT = 1
+MAGIC = b"deltalog-state/2\n"  # the file format; any other start is not a state
 CONCURRENT = "DL305"  # another materialization of the same stratum holds the lock
 
 
@@ -56,24 +59,47 @@ def state_path(
 
 
 def load_state(path: Path) -> StratumState | None:
-    """The saved state, or None when there is none (or it is of another format)."""
+    """The saved state, or None when there is none, or when the file is not one this code
+    wrote intact (another format, a wrong checksum: torn or corrupted bytes); the caller
+    then rebuilds from the tables. Nothing in the file is executed: the header is JSON,
+    the engine bytes are read later by ``IncrementalEngine.loads``."""
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
         return None
+    head = len(MAGIC) + 32 + 4
+    if len(blob) < head or not blob.startswith(MAGIC):
+        return None
+    body = blob[len(MAGIC) + 32 :]
+    if hashlib.sha256(body).digest() != blob[len(MAGIC) : len(MAGIC) + 32]:
+        return None
+    size = int.from_bytes(body[:4], "big")
     try:
-        fmt, fields = pickle.loads(blob)
-    except Exception:  # a state this code cannot read is no state: the caller rebuilds
+        fields = json.loads(body[4 : 4 + size].decode("utf-8"))
+        return StratumState(
+            digest=str(fields["digest"]),
+            seq=int(fields["seq"]),
+            input_versions={str(k): int(v) for k, v in fields["input_versions"].items()},
+            edb_versions={str(k): int(v) for k, v in fields["edb_versions"].items()},
+            written={
+                str(k): None if v is None else int(v) for k, v in fields["written"].items()
+            },
+            table_versions={str(k): int(v) for k, v in fields["table_versions"].items()},
+            engine=body[4 + size :],
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    if fmt != STATE_FORMAT:
-        return None
-    return StratumState(**fields)
 
 
 def save_state(path: Path, state: StratumState) -> int:
-    """Write ``state`` atomically; returns its size in bytes."""
+    """Write ``state`` atomically; returns its size in bytes. The file: ``MAGIC``, the
+    SHA-256 of the rest, the length of a JSON header (4 bytes, big-endian), the header (run
+    number, versions, digest) and the engine's bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    blob = pickle.dumps((STATE_FORMAT, vars(state)), protocol=pickle.HIGHEST_PROTOCOL)
+    fields = {k: v for k, v in vars(state).items() if k != "engine"}
+    header = json.dumps(fields, sort_keys=True).encode("utf-8")
+    body = len(header).to_bytes(4, "big") + header + state.engine
+    blob = MAGIC + hashlib.sha256(body).digest() + body
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         f.write(blob)
