@@ -40,6 +40,12 @@ def exists(uri: str) -> bool:
     return DeltaTable.is_deltatable(uri)
 
 
+def table_id(uri: str) -> str:
+    """The table's id from its Delta metadata: kept across versions, new when a table is
+    created again at the same path."""
+    return str(DeltaTable(uri).metadata().id)
+
+
 def table_version(uri: str) -> int:
     """The latest version of the table at ``uri``."""
     return DeltaTable(uri).version()

@@ -17,7 +17,7 @@ disagreement is rebuilt from the tables and said so in the result's notes.
 """
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,6 +164,13 @@ class StratumRun:
         if state.digest != self.digest:
             self.notes.append("the stratum's rules changed since the state was saved: rebuilt")
             return self._full_load(inputs, edbs, floor)
+        moved = self._other_tables(state)
+        if moved:
+            self.notes.append(
+                f"{moved} is not the table the saved state was made from (another Delta "
+                "table id): rebuilt from the tables"
+            )
+            return self._full_load(inputs, edbs, floor + 1)
         try:
             engine, state = self._reconcile(state)
             # A finished interrupted run may have moved the consumed versions.
@@ -260,6 +267,24 @@ class StratumRun:
                              written, stats, sizes)
 
     # -- state ---------------------------------------------------------------------------
+    def _table_ids(self, preds: Iterable[str]) -> dict[str, str]:
+        """The Delta table id of each existing table of ``preds``."""
+        out = {}
+        for pred in preds:
+            uri = self.writer.uri(pred)
+            if delta_io.exists(uri):
+                out[pred] = delta_io.table_id(uri)
+        return out
+
+    def _other_tables(self, state: StratumState) -> str | None:
+        """The first table (as "input 'p'" or "table 'p'") whose id is not the one the
+        state recorded; None when all are the same tables."""
+        now = self._table_ids(state.table_ids)
+        for pred, recorded in sorted(state.table_ids.items()):
+            if pred in now and now[pred] != recorded:
+                return f"{'table' if pred in self.preds else 'input'} '{pred}'"
+        return None
+
     def _changes(self, old: Mapping[str, int], new: Mapping[str, int]) -> dict[str, Delta]:
         for pred, version in new.items():
             if pred not in old:
@@ -341,6 +366,7 @@ class StratumRun:
             written={p: txns[p][0] for p in self.preds},
             table_versions={p: txns[p][1] for p in self.preds},
             engine=engine.dumps(),
+            table_ids=self._table_ids([*inputs, *self.preds]),
         )
         self.state_bytes = save_state(self.path, state)
         fault("after_state", self.index)

@@ -34,7 +34,9 @@ class StratumState:
 
     ``seq`` counts completed runs; ``written[pred]`` is the application transaction version
     (a ``seq``) of the last commit to ``pred``'s table (None: never written by a run) and
-    ``table_versions[pred]`` the table version right after it."""
+    ``table_versions[pred]`` the table version right after it. ``table_ids`` are the Delta
+    table ids of the inputs and of the stratum's own tables: a table removed and created
+    again at the same path (or a state copied from another warehouse) has another id."""
 
     digest: str
     seq: int
@@ -43,6 +45,7 @@ class StratumState:
     written: dict[str, int | None]
     table_versions: dict[str, int]
     engine: bytes = field(repr=False)
+    table_ids: dict[str, str] = field(default_factory=dict)
 
 
 def state_dir(root: str | Path, pipeline: str, state_root: str | Path | None = None) -> Path:
@@ -86,6 +89,7 @@ def load_state(path: Path) -> StratumState | None:
             },
             table_versions={str(k): int(v) for k, v in fields["table_versions"].items()},
             engine=body[4 + size :],
+            table_ids={str(k): str(v) for k, v in fields["table_ids"].items()},
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
