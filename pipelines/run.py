@@ -115,6 +115,8 @@ class StratumRun:
         self.writer = CommitWriter(root, spec, index, self.notes)
         self.start = time.perf_counter()
         self.state_bytes = 0
+        self.state_open_s = 0.0  # reading the saved state and loading the engine from it
+        self.state_save_s = 0.0  # the engine's bytes and the state file written
 
     # -- the public entry points -------------------------------------------------------
     def materialize(self) -> list[StratumResult]:
@@ -152,7 +154,9 @@ class StratumRun:
     # -- the three ways a stratum runs -------------------------------------------------
     def _materialize(self) -> list[StratumResult]:
         inputs, edbs = self.reader.snapshot()
+        opened = time.perf_counter()
         state = load_state(self.path)
+        self.state_open_s = time.perf_counter() - opened
         floor = state.seq if state is not None else 0
         if state is None:
             if self.path.exists():
@@ -313,12 +317,14 @@ class StratumRun:
                 f"table '{pred}' is at version {version} with run {txn}, the saved state "
                 f"(run {state.seq}) expects version {expected[1]} with run {expected[0]}"
             )
+        opened = time.perf_counter()
         try:
             engine = IncrementalEngine.loads(state.engine)
         except Exception as err:  # any state that does not load is rebuilt, said in the notes
             raise _Unreconcilable(
                 f"the saved engine state cannot be read ({type(err).__name__}: {err})"
             ) from None
+        self.state_open_s += time.perf_counter() - opened
         if not pending:
             return engine, state
         seq = state.seq + 1
@@ -358,6 +364,7 @@ class StratumRun:
         edbs: Mapping[str, int],
         txns: Txns,
     ) -> StratumState:
+        saving = time.perf_counter()
         state = StratumState(
             digest=self.digest,
             seq=seq,
@@ -369,6 +376,7 @@ class StratumRun:
             table_ids=self._table_ids([*inputs, *self.preds]),
         )
         self.state_bytes = save_state(self.path, state)
+        self.state_save_s = time.perf_counter() - saving
         fault("after_state", self.index)
         return state
 
@@ -391,7 +399,9 @@ class StratumRun:
             **stats,
             "idb_inserted": sum(i for i, _ in written.counts.values()),
             "idb_erased": sum(d for _, d in written.counts.values()),
-            "state_bytes": self.state_bytes,
+            "state_bytes_written": self.state_bytes,
+            "state_open_s": round(self.state_open_s, 4),
+            "state_save_s": round(self.state_save_s, 4),
         }
         out = []
         for pred in self.preds:

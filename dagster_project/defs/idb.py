@@ -48,7 +48,9 @@ WORK_COUNTERS = (
     "count_queries",
     "rows_gathered",
     "facts_touched",
-    "state_bytes",
+    "state_bytes_written",
+    "state_open_s",
+    "state_save_s",
 )
 
 

@@ -101,8 +101,10 @@ def test_materialize_change_and_check(tmp_path, spark):
     assert {m["mode"] for m in meta.values()} == {"incremental"}
     # path is recursive and graph-shaped: the columnar DBSP kernel, which gathers rows
     assert meta["path"]["edb_changes"] == 3 and meta["path"]["rows_gathered"] > 0
-    for key in ("idb_inserted", "idb_erased", "oracle_regions", "engine_seconds", "seq"):
+    for key in ("idb_inserted", "idb_erased", "oracle_regions", "engine_seconds", "seq",
+                "state_open_s", "state_save_s"):
         assert key in meta["path"], key
+    assert meta["path"]["state_bytes_written"] > 0 and meta["path"]["state_open_s"] > 0
     for pred in spec.idb_tables:
         inserted, deleted = len(v2[pred] - v1[pred]), len(v1[pred] - v2[pred])
         assert (meta[pred]["inserted"], meta[pred]["deleted"]) == (inserted, deleted), pred
