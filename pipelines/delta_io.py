@@ -154,15 +154,38 @@ def changes(
     ({row: +1 or -1}, set semantics): from the change data feed of commits start+1..end,
     inserts and deletes of one row cancelling; a diff of the two versions when the table
     has no change data feed (O(table) instead of O(change)). Rows hold ``columns`` in that
-    order (default: the table's own order)."""
+    order (default: the table's own order).
+
+    Raises ``HistoryLost`` when neither can be read any more (data or change-data files
+    vacuumed, log entries removed)."""
     if start == end:
         return {}
+    try:
+        return _changes(uri, start, end, columns)
+    except (DeltaError, pa.ArrowException, OSError) as err:
+        text = str(err).strip()
+        first = text.splitlines()[0][:200] if text else type(err).__name__
+        raise HistoryLost(
+            f"the change of the table from version {start} to {end} cannot be read any more "
+            f"({first})",
+            uri,
+        ) from None
+
+
+class HistoryLost(DataError):
+    """The change between two versions of a table cannot be read (its history was vacuumed
+    or pruned); whoever consumed the older version must reload from the current one."""
+
+
+def _changes(
+    uri: str, start: int, end: int, columns: Sequence[str] | None
+) -> dict[Row, int]:
     if cdf_enabled(uri):
         try:
             reader = DeltaTable(uri).load_cdf(starting_version=start + 1, ending_version=end)
             feed = pa.table(reader)
-        except DeltaError:
-            feed = None  # the feed is gone for these versions (e.g. enabled later)
+        except (DeltaError, pa.ArrowException, OSError):
+            feed = None  # the feed is gone for these versions (enabled later, vacuumed)
         if feed is not None:
             if columns is not None:
                 feed = feed.select([*columns, "_change_type"])

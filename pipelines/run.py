@@ -297,7 +297,10 @@ class StratumRun:
                 raise _Unreconcilable(
                     f"input '{pred}' went back from version {old[pred]} to {version}"
                 )
-        return self.reader.changes(old, new)
+        try:
+            return self.reader.changes(old, new)
+        except delta_io.HistoryLost as lost:
+            raise _Unreconcilable(f"{lost.where}: {lost.message}") from None
 
     def _reconcile(self, state: StratumState) -> tuple[IncrementalEngine, StratumState]:
         """The engine of ``state``, with an interrupted run ``state.seq + 1`` finished when
