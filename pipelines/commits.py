@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine.errors import DataError
 from engine.storage import Delta
 from pipelines import delta_io
 from pipelines.faults import fault
@@ -28,6 +29,9 @@ INPUT_VERSIONS = "deltalog.input_versions"  # direct inputs (EDB and IDB tables)
 EDB_VERSIONS = "deltalog.edb_versions"  # every EDB table the relation depends on -> version
 SEQ = "deltalog.seq"  # the stratum run (application transaction version) of the commit
 MODE = "deltalog.mode"  # "rebuild" on a Spark rebuild's commits (absent otherwise)
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+VALUE_OUT_OF_RANGE = "DL308"  # a derived value its table's column cannot store
 
 # pred -> (our transaction version in its table, or None; table version, or -1: no table)
 Txns = dict[str, tuple[int | None, int]]
@@ -114,16 +118,43 @@ class CommitWriter:
         return out
 
     def arrow_changes(self, deltas: Mapping[str, Delta]) -> dict[str, tuple[pa.Table, pa.Table]]:
-        """Engine deltas ({row: ±1} per predicate) as the tables' (inserted, deleted) rows."""
+        """Engine deltas ({row: ±1} per predicate) as the tables' (inserted, deleted) rows,
+        all converted before anything is committed. Raises ``DataError`` naming the
+        predicate, its rules and the row when a derived integer does not fit the table's
+        64-bit column (the engine computes with unbounded integers)."""
         out = {}
         for pred in self.preds:
             schema = self.spec.program.schemas[pred]
             delta = deltas.get(pred, {})
-            out[pred] = (
-                rows_to_arrow(schema, [r for r, w in delta.items() if w > 0]),
-                rows_to_arrow(schema, [r for r, w in delta.items() if w < 0]),
-            )
+            try:
+                out[pred] = (
+                    rows_to_arrow(schema, [r for r, w in delta.items() if w > 0]),
+                    rows_to_arrow(schema, [r for r, w in delta.items() if w < 0]),
+                )
+            except (OverflowError, pa.ArrowException):
+                raise self._unstorable(pred, delta) from None
         return out
+
+    def _unstorable(self, pred: str, delta: Delta) -> DataError:
+        schema = self.spec.program.schemas[pred]
+        rules = [r for r in self.spec.program.program.rules if r.head.pred == pred]
+        where = ", ".join(str(r.loc) for r in rules if r.loc is not None) or "-"
+        for row in delta:
+            for col, value in zip(schema.columns, row, strict=True):
+                if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+                    return DataError(
+                        f"'{pred}' derived a row whose column '{col.name}' holds {value}, "
+                        f"outside the 64-bit integers its table stores (rules at {where}); "
+                        "nothing was committed",
+                        self.uri(pred),
+                        VALUE_OUT_OF_RANGE,
+                    )
+        return DataError(
+            f"'{pred}' derived rows its table cannot store (rules at {where}); nothing was "
+            "committed",
+            self.uri(pred),
+            VALUE_OUT_OF_RANGE,
+        )
 
     def write(
         self,

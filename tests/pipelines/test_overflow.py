@@ -1,0 +1,52 @@
+"""Rule arithmetic past 64 bits in a pipeline: the engine computes with unbounded integers,
+the Delta table cannot store the result; the run fails with a DL error naming the
+predicate, its rules and the value, and commits nothing to any table."""
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from engine.errors import DataError
+from pipelines import delta_io
+from pipelines.commits import VALUE_OUT_OF_RANGE
+from pipelines.run import StratumRun
+from pipelines.spec import load_pipeline
+
+PROGRAM = """\
+.decl n(x: int)
+small(x, y) :- n(x), y = x + 1.
+big(x, y) :- n(x), y = x * 4611686018427387904.
+"""
+BINDING = """\
+[edb]
+n = "o/edb/n"
+[idb]
+small = "o/idb/small"
+big = "o/idb/big"
+"""
+
+
+def test_overflow_is_a_clear_error_and_commits_nothing(tmp_path: Path):
+    folder = tmp_path / "o"
+    folder.mkdir()
+    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
+    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
+    spec = load_pipeline(folder)
+    root = tmp_path / "warehouse"
+    uri = spec.table_uri(root, "n")
+    write_deltalake(
+        uri, pa.table({"x": pa.array([1], pa.int64())}), configuration=delta_io.CDF_CONFIG
+    )
+    for i in range(len(spec.program.strata)):
+        StratumRun(root, spec, i).materialize()  # 1 * 2**62 fits
+    write_deltalake(uri, pa.table({"x": pa.array([3], pa.int64())}), mode="append")
+    index = spec.stratum_of("big")
+    before = delta_io.table_version(spec.table_uri(root, "big"))
+    with pytest.raises(DataError) as err:
+        StratumRun(root, spec, index).materialize()
+    assert err.value.code == VALUE_OUT_OF_RANGE
+    text = str(err.value)
+    assert "'big'" in text and str(3 * 2**62) in text and "program.dl:3:" in text
+    assert delta_io.table_version(spec.table_uri(root, "big")) == before
