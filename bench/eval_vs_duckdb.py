@@ -22,9 +22,9 @@ import pyarrow.compute as pc
 from bench.common import format_table, peak_rss_mb, timed_adaptive
 from engine.analysis.check import AnalyzedProgram, analyze
 from engine.evaluate import evaluate, load_program
-from engine.heads import Row
 from engine.syntax.ast import Atom, Negation
 from engine.syntax.parser import parse_program
+from engine.values import Row
 
 DEBIAN_PROGRAM = Path(__file__).resolve().parent.parent / "pipelines" / "debian" / "program.dl"
 

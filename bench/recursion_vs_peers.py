@@ -180,8 +180,8 @@ def write_script(path: Path, edges: list[Edge], steps: list[tuple[str, Change]])
 
 def run_ours(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
     from engine.evaluate import load_program
-    from engine.heads import Row
     from engine.runtime import IncrementalEngine
+    from engine.values import Row
 
     prog = load_program(TC_PROGRAM, "tc.dl")
     engine: IncrementalEngine | None = None

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import format_table, peak_rss_mb
+from engine.values import Row
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -48,7 +49,6 @@ DEFAULT_MAX = 100_000  # 10^6 takes minutes per program to load: --full or --max
 CHANGE = 10
 APPLIES = 3
 
-Row = tuple[Any, ...]
 Data = dict[str, set[Row]]
 
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from engine.analysis.check import AnalyzedProgram, Stratum, analyze
-from engine.heads import Row, aggregate_rows, check_functional, head_product, head_projection
+from engine.heads import aggregate_rows, check_functional, head_product, head_projection
 from engine.join.leapfrog import leapfrog_triejoin
 from engine.join.plan import Env, PreparedRule, build_plan, prepare
 from engine.join.trie import JoinStats, has_prefix
 from engine.semantics import coerce
-from engine.syntax.ast import Rule, Value
+from engine.syntax.ast import Rule
 from engine.syntax.parser import parse_program
+from engine.values import Row, Value
 
 
 def load_program(text: str, file: str = "<program>") -> AnalyzedProgram:

@@ -10,10 +10,8 @@ from operator import itemgetter
 from engine.analysis.check import RelationSchema
 from engine.errors import FUNCTIONAL_CONFLICT, DataError
 from engine.semantics import aggregate, coerce
-from engine.syntax.ast import Rule, Value, Var
-from engine.values import format_fact
-
-Row = tuple[Value, ...]
+from engine.syntax.ast import Rule, Var
+from engine.values import Row, Value, format_fact
 
 
 def head_row(rule: Rule, schema: RelationSchema, env: Mapping[str, Value]) -> Row:

@@ -7,9 +7,10 @@ and is never on the product path. Same signature as ``engine.evaluate.evaluate``
 from collections.abc import Iterable, Iterator, Mapping
 
 from engine.analysis.check import AnalyzedProgram
-from engine.heads import Row, aggregate_rows, check_functional, head_row
+from engine.heads import aggregate_rows, check_functional, head_row
 from engine.semantics import coerce, compare, eval_expr
-from engine.syntax.ast import Atom, BodyItem, Compare, Negation, Rule, Value, Var, expr_vars
+from engine.syntax.ast import Atom, BodyItem, Compare, Negation, Rule, Var, expr_vars
+from engine.values import Row, Value
 
 
 def _match(atom: Atom, row: Row, env: dict[str, Value]) -> dict[str, Value] | None:

@@ -19,13 +19,14 @@ from engine.errors import (
     NotSupportedError,
 )
 from engine.evaluate import Evaluator
-from engine.heads import Row, check_functional, functional_conflict
+from engine.heads import check_functional, functional_conflict
 from engine.join.trie import JoinStats
 from engine.semantics import coerce
 from engine.storage import (
     Delta,
     RelationStore,
 )
+from engine.values import Row
 
 
 @dataclass

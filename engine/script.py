@@ -16,9 +16,9 @@ from engine.errors import (
     DeltalogSyntaxError,
     Loc,
 )
-from engine.heads import Row
 from engine.syntax.ast import Const
 from engine.syntax.parser import parse_program
+from engine.values import Row
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
 
-from engine.syntax.ast import BinOp, Const, Expr, Value, Var
+from engine.syntax.ast import BinOp, Const, Expr, Var
+from engine.values import Value
 
 _CMP: dict[str, Callable[[Value, Value], bool]] = {
     "=": operator.eq,

@@ -16,11 +16,22 @@ from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
-from engine.syntax.ast import Value
+from engine.values import Row
 
-Row = tuple[Value, ...]
 # A delta: rows with weights, +1 inserted and -1 erased (a Z-set over a set relation).
 Delta = dict[Row, int]
+
+
+def add_into(target: dict[Any, int], key: Any, weight: int) -> None:
+    """``target[key] += weight`` in place, dropping the key when its weight becomes zero
+    (a Z-set never holds a zero weight)."""
+    if not weight:
+        return
+    w = target.get(key, 0) + weight
+    if w:
+        target[key] = w
+    else:
+        del target[key]
 
 
 class _Bottom:

@@ -6,7 +6,8 @@ decimal, floats as Python's ``repr``, strings double-quoted with backslash escap
 
 from collections.abc import Iterable, Mapping
 
-from engine.syntax.ast import Value
+Value = int | float | str  # a deltalog value: the three column types int, float, string
+Row = tuple[Value, ...]  # one fact of a relation, in its declared column order
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 

@@ -11,10 +11,9 @@ from pathlib import Path
 from engine.analysis.check import AnalyzedProgram
 from engine.errors import DeltalogError
 from engine.evaluate import evaluate, load_program
-from engine.heads import Row
 from engine.runtime import STRATEGIES, Delta, make_engine
 from engine.script import parse_script
-from engine.values import format_relations
+from engine.values import Row, format_relations
 from pipelines.facts import load_facts_dir
 
 

@@ -16,7 +16,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from engine.errors import DataError
-from engine.heads import Row
+from engine.values import Row
 from schemas.relation import arrow_to_rows, normalize
 
 if TYPE_CHECKING:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from engine.analysis.check import AnalyzedProgram, RelationSchema
 from engine.errors import BAD_HEADER, BAD_VALUE, MISSING_INPUT, DataError, Loc
-from engine.heads import Row
-from engine.syntax.ast import Value
+from engine.values import Row, Value
 
 
 def parse_value(text: str, typ: str) -> Value:

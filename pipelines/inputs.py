@@ -12,9 +12,9 @@ from functools import partial
 from pathlib import Path
 
 from engine.errors import FUNCTIONAL_CONFLICT, MISSING_INPUT, DataError
-from engine.heads import Row
 from engine.runtime import IncrementalEngine
 from engine.storage import Delta
+from engine.values import Row
 from pipelines import delta_io, quality
 from pipelines.spec import PipelineSpec
 from schemas.relation import arrow_to_rows, rows_to_arrow

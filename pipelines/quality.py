@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from engine.analysis.check import RelationSchema
 from engine.errors import DataError
-from engine.heads import Row, format_fact
+from engine.heads import format_fact
+from engine.values import Row
 from schemas.relation import normalize
 
 BAD_INPUT = "DL306"

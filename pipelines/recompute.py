@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from engine.heads import Row
+from engine.values import Row
 from pipelines import delta_io
 from pipelines.commits import recorded_edb_versions, table_difference
 from pipelines.inputs import require_table

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.heads import Row
 from engine.runtime import IncrementalEngine, diff
 from engine.storage import Delta
+from engine.values import Row
 from pipelines import delta_io
 from pipelines.commits import (
     EDB_VERSIONS,

@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from engine.analysis.check import RelationSchema
 from engine.errors import BAD_VALUE, DataError
 from engine.semantics import coerce
-from engine.syntax.ast import Value
+from engine.values import Value
 
 SPARK_CONF: dict[str, str] = {
     "spark.master": "local[2]",

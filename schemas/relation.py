@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from engine.analysis.check import RelationSchema
-from engine.heads import Row
+from engine.values import Row
 
 if TYPE_CHECKING:
     import dagster as dg

@@ -40,8 +40,9 @@ from engine.dbsp import kernels
 from engine.dbsp.stratum import _seeded_order
 from engine.join.plan import PlanAtom, PreparedRule, prepare
 from engine.semantics import coerce
-from engine.storage import Delta, RelationStore, Row
+from engine.storage import Delta, RelationStore
 from engine.syntax.ast import Const, Var
+from engine.values import Row
 
 I64 = NDArray[np.int64]
 I32 = NDArray[np.int32]

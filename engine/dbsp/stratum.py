@@ -17,7 +17,6 @@ still carry retractions (DESIGN.md §6).
 """
 
 import heapq
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from sortedcontainers import SortedList
 
 from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum
 from engine.dbsp.lftj import delta_join
-from engine.dbsp.zset import add_into
+from engine.exact_sum import ExactSum
 from engine.heads import check_functional, functional_conflict, head_projection
 from engine.join.plan import (
     Env,
@@ -39,15 +38,15 @@ from engine.join.plan import (
 )
 from engine.join.trie import JoinStats
 from engine.semantics import coerce
-from engine.storage import CurrentRows, Delta, ListRows, PreviousRows, RelationStore, Row
+from engine.storage import CurrentRows, Delta, ListRows, PreviousRows, RelationStore, add_into
 from engine.storage import SortedRows as SortedRowsT
 from engine.syntax.ast import Atom, Compare, Const, Rule, Var, expr_vars
+from engine.values import Row
 
 Fact = tuple[str, Row]
 SeedKey = tuple[str, int] | None  # ("atom", i), ("neg", j) or None (no seed)
 Source = Callable[[tuple[int, ...]], SortedRowsT]
 
-_SCALE = 1 << 1074  # exact float sums: an integer in units of the least subnormal
 _EMPTY = ListRows(())
 
 
@@ -125,41 +124,6 @@ def _exists(rows: SortedRowsT, prefix: tuple[Any, ...]) -> bool:
     return row is not None and row[: len(prefix)] == prefix
 
 
-class _ExactSum:
-    """An exact sum of ints and floats under insert and erase: an integer in units of the
-    least subnormal, so the result is the correctly rounded exact sum in any order."""
-
-    __slots__ = ("floats", "scaled", "special")
-
-    def __init__(self) -> None:
-        self.floats = 0
-        self.scaled = 0
-        self.special: dict[str, int] = {}  # "nan", "inf", "-inf" by their count
-
-    def add(self, v: Any, w: int) -> None:
-        if isinstance(v, float):
-            self.floats += w
-            if v != v or v in (math.inf, -math.inf):
-                add_into(self.special, "nan" if v != v else ("inf" if v > 0 else "-inf"), w)
-                return
-            n, d = v.as_integer_ratio()
-        else:
-            n, d = v, 1
-        self.scaled += w * n * (_SCALE // d)
-
-    def value(self, as_float: bool) -> Any:
-        if self.special:
-            if "nan" in self.special or len(self.special) > 1:
-                return math.nan
-            return math.inf if "inf" in self.special else -math.inf
-        if not as_float and not self.floats:
-            return self.scaled // _SCALE
-        try:
-            return self.scaled / _SCALE  # int / int is correctly rounded
-        except OverflowError:
-            return math.inf if self.scaled > 0 else -math.inf
-
-
 class _Group:
     """One group of an aggregate: the multiset of its assignments' values."""
 
@@ -169,7 +133,7 @@ class _Group:
         self.n = 0
         self.values: dict[Any, int] = {}
         self.sorted: SortedList | None = SortedList() if ordered else None
-        self.sum = _ExactSum()
+        self.sum = ExactSum()
 
     def add(self, v: Any, w: int) -> None:
         self.n += w

@@ -19,8 +19,9 @@ from engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
 from engine.join.plan import Env
 from engine.join.trie import JoinStats
 from engine.semantics import coerce
-from engine.storage import Delta, RelationStore, Row
+from engine.storage import Delta, RelationStore
 from engine.syntax.ast import Var
+from engine.values import Row
 
 
 class _RuleHead:

@@ -9,7 +9,8 @@ branch once: the paper's ``A(x,y,z)`` example gives its seven operations in its 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.storage import Row, SortedRows
+from engine.storage import SortedRows
+from engine.values import Row
 
 INSERT = 1
 ERASE = -1

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from itertools import product
 
 from engine.join.plan import Env, RulePlan
-from engine.join.trie import JoinStats, Row, SortedTrieIterator
-from engine.syntax.ast import Value
+from engine.join.trie import JoinStats, SortedTrieIterator
+from engine.values import Row, Value
 
 # emit_many(env, vars, columns): every binding of ``vars`` to one value of each column (the
 # columns' cartesian product), each extending ``env``.

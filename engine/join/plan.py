@@ -10,7 +10,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from engine.semantics import compare, compile_expr
-from engine.syntax.ast import Atom, Compare, Const, Expr, Negation, Rule, Value, Var, expr_vars
+from engine.syntax.ast import Atom, Compare, Const, Expr, Negation, Rule, Var, expr_vars
+from engine.values import Value
 
 Env = dict[str, Value]
 

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Protocol
 
-from engine.syntax.ast import Value
-
-Row = tuple[Value, ...]
+from engine.values import Row
 
 
 @dataclass

@@ -8,8 +8,7 @@ The parser hands out a *normalized* AST: atom arguments are only ``Var`` or ``Co
 from dataclasses import dataclass, field
 
 from engine.errors import Loc
-
-Value = int | float | str
+from engine.values import Value, format_value
 
 TYPES = ("int", "float", "string")
 
@@ -27,8 +26,6 @@ class Const:
     value: Value
 
     def __str__(self) -> str:
-        from engine.values import format_value
-
         return format_value(self.value)
 
 

@@ -19,6 +19,8 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.values import Row
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SNAPSHOT_VERSIONS = (1, 2)
 BASE_FILE = "wordnet-3.0.synsets.tsv.xz"
@@ -50,7 +52,6 @@ SCHEMAS: dict[str, pa.Schema] = {
     "instance_of": _schema(("child", _INT), ("parent", _INT)),
     "category": _schema(("name", _STR), ("id", _INT)),
 }
-Row = tuple[int | str, ...]
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ from pyspark.sql import types as T
 from engine.errors import DataError, NotSupportedError
 from engine.evaluate import load_program
 from engine.naive import evaluate_naive
+from engine.values import Row
 from pipelines import spark_backend
 from pipelines.spark_backend import _plan, recompute
 from pipelines.spark_session import collect_rows, spark_schema, to_spark
 
 pytestmark = pytest.mark.spark
 
-Row = tuple[Any, ...]
 ROOT = Path(__file__).resolve().parents[2]
 
 

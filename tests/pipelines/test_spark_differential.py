@@ -26,6 +26,7 @@ from engine.naive import evaluate_naive
 from engine.script import parse_script
 from engine.syntax.ast import Atom, Negation, Program, Rule
 from engine.syntax.parser import parse_program
+from engine.values import Row
 from pipelines.facts import load_facts_dir
 from pipelines.spark_backend import recompute
 from pipelines.spark_session import to_spark
@@ -35,7 +36,6 @@ from tests.pipelines.test_spark_backend import collect_all
 
 pytestmark = pytest.mark.spark
 
-Row = tuple[Any, ...]
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 

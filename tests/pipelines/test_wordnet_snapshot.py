@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from engine.evaluate import evaluate
+from engine.values import Row
 from pipelines.spec import discover_pipelines, load_pipeline
 from pipelines.wordnet.refresh_snapshot import RefreshError, parse_data_file
 from pipelines.wordnet.snapshot import (
@@ -44,7 +45,6 @@ ENTITY, DOG, CANINE, DOMESTIC_ANIMAL, ANIMAL = (
     100015388,
 )
 PARIS, NATIONAL_CAPITAL = 108932568, 108691669
-Row = tuple[Any, ...]
 Graph = Mapping[int, set[int]]
 
 

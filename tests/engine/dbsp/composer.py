@@ -9,7 +9,8 @@ from engine.analysis.check import AnalyzedProgram
 from engine.dbsp.stratum import DbspStratum
 from engine.heads import check_functional
 from engine.semantics import coerce
-from engine.storage import Delta, RelationStore, Row
+from engine.storage import Delta, RelationStore
+from engine.values import Row
 
 
 class DbspComposer:

@@ -6,7 +6,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.dbsp.operators import (
+from tests.engine.dbsp.reference.operators import (
     aggregate_delta,
     antijoin,
     antijoin_delta,
@@ -15,7 +15,7 @@ from engine.dbsp.operators import (
     join,
     join_delta,
 )
-from engine.dbsp.stream import (
+from tests.engine.dbsp.reference.stream import (
     Stream,
     delay,
     delta0,
@@ -28,7 +28,7 @@ from engine.dbsp.stream import (
     lift_stream_op,
     nested,
 )
-from engine.dbsp.zset import ZSet
+from tests.engine.dbsp.reference.zset import ZSet
 
 ID = Stream([0, 1, 2, 3, 4])
 zsets = st.dictionaries(st.integers(0, 4), st.integers(-3, 3)).map(ZSet)

@@ -8,19 +8,10 @@ everywhere, so equal Z-sets are equal dicts.
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
+from engine.storage import add_into
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V", bound=Hashable)
-
-
-def add_into(target: dict[Any, int], key: Any, weight: int) -> None:
-    """``target[key] += weight`` in place, dropping the key when its weight becomes zero."""
-    if not weight:
-        return
-    w = target.get(key, 0) + weight
-    if w:
-        target[key] = w
-    else:
-        del target[key]
 
 
 class ZSet(Generic[K]):

@@ -11,7 +11,8 @@ from collections.abc import Callable, Hashable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from engine.dbsp.zset import ZSet, add_into
+from engine.storage import add_into
+from tests.engine.dbsp.reference.zset import ZSet
 
 Key = Callable[[Any], Hashable]
 
