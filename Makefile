@@ -29,13 +29,13 @@ setup: $(STAMP)
 # The quick demo runs on the Debian sections admin, libs and utils (about 2-3 minutes);
 # demo-full runs on the whole bookworm index (4M-row closure; about 15 minutes on 2 cores).
 demo: $(STAMP)
-	$(BIN)/python -m pipelines.demo --sections admin,libs,utils
+	$(BIN)/python -m dagster_project.demo --sections admin,libs,utils
 
 demo-full: $(STAMP)
-	$(BIN)/python -m pipelines.demo
+	$(BIN)/python -m dagster_project.demo
 
 demo-wordnet: $(STAMP)
-	$(BIN)/python -m pipelines.demo --pipeline wordnet
+	$(BIN)/python -m dagster_project.demo --pipeline wordnet
 
 test: $(STAMP)
 	bash scripts/run_tests.sh
@@ -44,8 +44,8 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine schemas pipelines dagster_project tests bench
-	$(BIN)/mypy engine schemas pipelines dagster_project
+	$(BIN)/ruff check engine schemas pipelines examples dagster_project tests bench
+	$(BIN)/mypy engine schemas pipelines examples dagster_project
 
 ui: $(STAMP)
 	bash scripts/ui.sh

@@ -50,7 +50,7 @@ SELECT DISTINCT a.src AS x, a.dst AS y, b.dst AS z
 FROM edge a JOIN edge b ON b.src = a.dst JOIN edge c ON c.src = a.src AND c.dst = b.dst
 WHERE a.src < a.dst AND a.dst < b.dst"""
 
-# The requires/reaches rules of pipelines/debian/program.dl, in SQL.
+# The requires/reaches rules of examples/debian/program.dl, in SQL.
 DEBIAN_SQL = """\
 WITH RECURSIVE
   requires(p, q) AS MATERIALIZED (
@@ -131,7 +131,7 @@ def slice_program(path: Path, goal: str) -> AnalyzedProgram:
 
 def debian_tables(sections: frozenset[str] | None) -> dict[str, pa.Table]:
     """Snapshot 1 (bookworm main), restricted to packages of ``sections`` when given."""
-    from pipelines.debian.snapshot import load_snapshot
+    from examples.debian.snapshot import load_snapshot
 
     tables = load_snapshot(1)
     package, depends, provides = tables["package"], tables["depends"], tables["provides"]
@@ -167,7 +167,7 @@ def workloads(quick: bool) -> list[Workload]:
         ),
         Workload(
             "debian closure" + (" (admin)" if quick else ""),
-            "pipelines/debian snapshot 1 (bookworm main"
+            "examples/debian snapshot 1 (bookworm main"
             + (", section admin only" if quick else "")
             + "), the rules of program.dl that `reaches` depends on",
             slice_program(DEBIAN_PROGRAM, "reaches"),

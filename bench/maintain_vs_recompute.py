@@ -77,7 +77,7 @@ def _acyclic_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]
 
 
 def _debian_nonrecursive() -> str:
-    """The non-recursive rules of pipelines/debian/program.dl (requires, the reverse
+    """The non-recursive rules of examples/debian/program.dl (requires, the reverse
     dependency count, required, leaf), with the declarations."""
     text = (ROOT / "pipelines" / "debian" / "program.dl").read_text()
     keep = []
@@ -99,7 +99,7 @@ WHERE d.dep NOT IN (SELECT name FROM package)""",
 
 
 def _debian_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
-    from pipelines.debian.snapshot import load_snapshot
+    from examples.debian.snapshot import load_snapshot
 
     tables = load_snapshot(1)
     out: dict[str, set[tuple[Any, ...]]] = {}

@@ -4,8 +4,8 @@ nested time) beside DuckDB's recompute, Pathway, egglog and pydbsp, on the same 
 the same run.
 
 Graphs: a random graph (2,000 nodes, 10,000 distinct edges, seed 1; a 3.93 M-tuple
-closure), Debian's ``requires`` edges (pipelines/debian snapshot 1) and WordNet's noun and
-verb is-a edges (hypernym and instance_of, pipelines/wordnet snapshot 1). Node names are
+closure), Debian's ``requires`` edges (examples/debian snapshot 1) and WordNet's noun and
+verb is-a edges (hypernym and instance_of, examples/wordnet snapshot 1). Node names are
 numbered so that every system reads the same integer pairs. Steps, each timed: the initial
 load (closure from nothing), then one batch of 10 deleted and 10 inserted edges, then one
 inserted edge, then that edge deleted again. Inserted edges on Debian and WordNet close no
@@ -79,7 +79,7 @@ def random_graph(quick: bool) -> tuple[str, list[Edge]]:
 
 
 def debian_graph(quick: bool) -> tuple[str, list[Edge]]:
-    """The ``requires`` edges of pipelines/debian/program.dl (a dependency on a real
+    """The ``requires`` edges of examples/debian/program.dl (a dependency on a real
     package, or on a virtual one through each provider), package names numbered."""
     import duckdb
 
@@ -103,8 +103,8 @@ def debian_graph(quick: bool) -> tuple[str, list[Edge]]:
 
 def wordnet_graph(quick: bool) -> tuple[str, list[Edge]]:
     """WordNet 3.0's is-a edges (hypernym and instance_of), the ``isa`` relation of
-    pipelines/wordnet/program.dl; synset ids as they are."""
-    from pipelines.wordnet.snapshot import QUICK_LEXNAMES, load_snapshot
+    examples/wordnet/program.dl; synset ids as they are."""
+    from examples.wordnet.snapshot import QUICK_LEXNAMES, load_snapshot
 
     tables = load_snapshot(1, lexnames=QUICK_LEXNAMES if quick else None)
     edges: set[Edge] = set()

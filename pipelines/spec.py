@@ -1,10 +1,13 @@
 """A pipeline: a Datalog program plus the binding of its relations to Delta tables.
 
-A pipeline lives in a folder ``pipelines/<name>/`` with ``program.dl`` and ``pipeline.toml``;
+A pipeline lives in a folder ``<name>/`` with ``program.dl`` and ``pipeline.toml``, found in
+one of the search folders (``pipeline_folders``: ``$DELTALOG_PIPELINES``, else the project's
+``examples/``);
 the binding is checked against the analyzed program here, once, so that the Dagster factories
 and the materialization code can trust it.
 """
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +17,8 @@ from engine.analysis.check import AnalyzedProgram, Stratum
 from engine.errors import DeltalogError
 from engine.evaluate import load_program
 
-PIPELINES_DIR = Path(__file__).resolve().parent
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+PIPELINES_ENV = "DELTALOG_PIPELINES"  # folders holding pipeline folders, os.pathsep-separated
 PROGRAM_FILE = "program.dl"
 BINDING_FILE = "pipeline.toml"
 BAD_BINDING = "DL401"
@@ -76,14 +80,24 @@ class PipelineSpec:
         return tuple(sorted(seen & set(self.edb_tables)))
 
 
+def pipeline_folders() -> list[Path]:
+    """The folders searched for pipelines: ``$DELTALOG_PIPELINES`` (several separated by
+    ``os.pathsep``), else the project's ``examples/``."""
+    configured = os.environ.get(PIPELINES_ENV, "")
+    folders = [Path(p) for p in configured.split(os.pathsep) if p]
+    return folders or [EXAMPLES_DIR]
+
+
 def _resolve(name_or_dir: str | Path) -> Path:
     path = Path(name_or_dir)
     if path.is_dir():
         return path.resolve()
-    candidate = PIPELINES_DIR / str(name_or_dir)
-    if isinstance(name_or_dir, str) and "/" not in name_or_dir and candidate.is_dir():
-        return candidate
-    raise BindingError(f"no pipeline folder '{name_or_dir}' (looked in {PIPELINES_DIR})")
+    if isinstance(name_or_dir, str) and "/" not in name_or_dir:
+        for base in pipeline_folders():
+            if (base / name_or_dir).is_dir():
+                return (base / name_or_dir).resolve()
+    looked = ", ".join(str(p) for p in pipeline_folders())
+    raise BindingError(f"no pipeline folder '{name_or_dir}' (looked in {looked})")
 
 
 def _section(data: Mapping[str, object], key: str, where: str) -> dict[str, str]:
@@ -165,6 +179,10 @@ def load_pipeline(name_or_dir: str | Path) -> PipelineSpec:
     return PipelineSpec(name, directory, prog, edb, idb)
 
 
-def discover_pipelines(base: Path = PIPELINES_DIR) -> list[Path]:
-    """Pipeline folders under ``base``: every sub-folder with a ``pipeline.toml``."""
-    return sorted(p.parent for p in base.glob(f"*/{BINDING_FILE}"))
+def discover_pipelines(bases: list[Path] | None = None) -> list[Path]:
+    """Pipeline folders: every sub-folder with a ``pipeline.toml`` of the search folders
+    (``bases``, default ``pipeline_folders()``)."""
+    out: list[Path] = []
+    for base in bases if bases is not None else pipeline_folders():
+        out.extend(sorted(p.parent for p in Path(base).glob(f"*/{BINDING_FILE}")))
+    return out

@@ -31,7 +31,7 @@ class EdbWrite:
 
 
 def _debian_snapshot(version: int) -> Mapping[str, pa.Table]:
-    from pipelines.debian.snapshot import load_snapshot  # parses ~30 MB of Packages lazily
+    from examples.debian.snapshot import load_snapshot  # parses ~30 MB of Packages lazily
 
     return load_snapshot(version)
 

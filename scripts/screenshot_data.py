@@ -36,10 +36,10 @@ CHECKS = {"debian"}  # pipelines whose last run evaluates the asset checks
 
 def _load(pipeline: str, version: int, subset: tuple[str, ...]) -> Any:
     if pipeline == "debian":
-        from pipelines.demo import _subset_loader
+        from dagster_project.demo import _subset_loader
 
         return _subset_loader(frozenset(subset))(version)
-    from pipelines.wordnet.snapshot import snapshot_loader
+    from examples.wordnet.snapshot import snapshot_loader
 
     return snapshot_loader(subset)(version)
 
@@ -49,7 +49,7 @@ def main() -> int:
         if not os.environ.get(name):
             print(f"screenshot_data: set {name} (scripts/screenshot.sh does)", file=sys.stderr)
             return 2
-    from pipelines.demo import QUIET_LOGGERS, _quiet, _start_spark
+    from dagster_project.demo import QUIET_LOGGERS, _quiet, _start_spark
 
     _quiet()
     import dagster as dg

@@ -108,3 +108,25 @@ def test_program_errors_keep_their_code(tmp_path):
 def test_missing_folder(tmp_path):
     with pytest.raises(BindingError, match="no pipeline folder"):
         load_pipeline(tmp_path / "nope")
+
+
+def test_pipelines_are_found_in_the_configured_folders(tmp_path, monkeypatch):
+    """``$DELTALOG_PIPELINES`` names the folders holding pipeline folders (several, joined
+    with os.pathsep); by default the project's examples are found."""
+    import os
+
+    assert {"debian", "wordnet"} <= {p.name for p in discover_pipelines()}
+    for team in ("a", "b"):
+        folder = tmp_path / team / f"p_{team}"
+        folder.mkdir(parents=True)
+        (folder / "program.dl").write_text(".decl e(x: int)\nq(x) :- e(x).\n", encoding="utf-8")
+        (folder / "pipeline.toml").write_text(
+            f'[edb]\ne = "{team}/e"\n[idb]\nq = "{team}/q"\n', encoding="utf-8"
+        )
+    monkeypatch.setenv(
+        "DELTALOG_PIPELINES", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")])
+    )
+    assert [p.name for p in discover_pipelines()] == ["p_a", "p_b"]
+    assert load_pipeline("p_b").name == "p_b"
+    with pytest.raises(BindingError, match="looked in"):
+        load_pipeline("debian")

@@ -16,7 +16,7 @@ from schemas.relation import arrow_to_rows
 def debian_slice() -> dict[str, dict[str, set]]:
     """Two EDB versions: the packages of sections admin and shells (with their depends and
     provides), and the same minus a fifth of the depends plus the vulnerable list."""
-    from pipelines.debian.snapshot import load_snapshot
+    from examples.debian.snapshot import load_snapshot
 
     tables = load_snapshot(1)
     package = tables["package"]

@@ -16,9 +16,8 @@ import pytest
 
 from engine.evaluate import evaluate
 from engine.values import Row
-from pipelines.spec import discover_pipelines, load_pipeline
-from pipelines.wordnet.refresh_snapshot import RefreshError, parse_data_file
-from pipelines.wordnet.snapshot import (
+from examples.wordnet.refresh_snapshot import RefreshError, parse_data_file
+from examples.wordnet.snapshot import (
     BASE_FILE,
     CATEGORIES_FILE,
     CHANGES_FILE,
@@ -35,6 +34,7 @@ from pipelines.wordnet.snapshot import (
     restrict,
     tables_from_records,
 )
+from pipelines.spec import discover_pipelines, load_pipeline
 from schemas.relation import arrow_schema, arrow_to_rows
 
 ENTITY, DOG, CANINE, DOMESTIC_ANIMAL, ANIMAL = (

@@ -222,7 +222,7 @@ def load_snapshot(version: int, data_dir: Path | None = None) -> dict[str, pa.Ta
         path = (directory / file_name).resolve()
         if not path.is_file():
             raise FileNotFoundError(
-                f"{path} not found; run python -m pipelines.debian.refresh_snapshot"
+                f"{path} not found; run python -m examples.debian.refresh_snapshot"
             )
         stat = path.stat()
         indexes.append(_read_index(path, stat.st_mtime_ns, stat.st_size))

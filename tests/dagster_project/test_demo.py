@@ -3,7 +3,7 @@ wipes only its own pipeline's tables in a shared demo warehouse."""
 
 import pytest
 
-from pipelines.demo import MARKER, _fresh_warehouse, run_demo
+from dagster_project.demo import MARKER, _fresh_warehouse, run_demo
 from pipelines.spec import load_pipeline
 from pipelines.state_store import state_dir
 

@@ -272,7 +272,7 @@ def _stamp(path: Path) -> tuple[Path, int, int]:
     path = path.resolve()
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path} not found; run python -m pipelines.wordnet.refresh_snapshot"
+            f"{path} not found; run python -m examples.wordnet.refresh_snapshot"
         )
     stat = path.stat()
     return path, stat.st_mtime_ns, stat.st_size

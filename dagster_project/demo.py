@@ -1,4 +1,4 @@
-"""``python -m pipelines.demo``: the Debian pipeline end to end on a fresh local warehouse.
+"""``python -m dagster_project.demo``: the Debian pipeline end to end on a fresh local warehouse.
 
 Builds the EDB Delta tables from snapshot 1, materializes every asset with its Spark checks
 through Dagster (in process), applies snapshot 2, materializes again, and prints what each
@@ -83,7 +83,7 @@ def _fresh_warehouse(root: Path, spec: Any) -> None:
         if folder.exists():
             shutil.rmtree(folder)
     root.mkdir(parents=True, exist_ok=True)
-    (root / MARKER).write_text("made by python -m pipelines.demo; wiped by the next run\n")
+    (root / MARKER).write_text("made by python -m dagster_project.demo; wiped by the next run\n")
 
 
 def _run(defs: Any, with_checks: bool) -> RunSummary:
@@ -124,7 +124,7 @@ def _subset_loader(sections: frozenset[str] | None) -> Any:
     the depends/provides rows of those packages). Only ever explicit (--sections)."""
     import pyarrow.compute as pc
 
-    from pipelines.debian.snapshot import load_snapshot
+    from examples.debian.snapshot import load_snapshot
 
     def load(version: int) -> dict[str, Any]:
         tables = load_snapshot(version)
@@ -167,7 +167,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def _loader(pipeline: str, subset: frozenset[str] | None) -> Any:
     if pipeline == "debian":
         return _subset_loader(subset)
-    from pipelines.wordnet.snapshot import snapshot_loader
+    from examples.wordnet.snapshot import snapshot_loader
 
     return snapshot_loader(None if subset is None else sorted(subset))
 
@@ -267,7 +267,7 @@ def run_demo(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.demo",
+        prog="python -m dagster_project.demo",
         description="Build a fresh local warehouse and run a pipeline twice (snapshot 1, "
         "then its real change set as snapshot 2).",
     )
