@@ -22,7 +22,7 @@ class Loc:
 class DeltalogError(Exception):
     """Base class: a stable code, a message, and where it happened."""
 
-    code = "DL000"
+    code = "DL000"  # GENERAL below
 
     def __init__(self, message: str, where: Loc | str | None = None, code: str | None = None):
         super().__init__(message)
@@ -36,37 +36,59 @@ class DeltalogError(Exception):
         return f"{prefix}error {self.code}: {self.message}"
 
 
+# The registry: every code, one meaning each. The README's "Error codes" table lists the
+# same codes (a test checks both, and that no other module spells a code out).
+CODES: dict[str, str] = {}
+
+
+def _code(code: str, meaning: str) -> str:
+    if code in CODES:
+        raise ValueError(f"error code {code} registered twice")
+    CODES[code] = meaning
+    return code
+
+
+GENERAL = _code("DL000", "an error without a more precise code")
+SYNTAX_UNEXPECTED = _code("DL101", "syntax: a token the grammar does not expect here")
+SYNTAX_BAD_TOKEN = _code("DL102", "syntax: characters that form no token")
+SYNTAX_BAD_LITERAL = _code("DL103", "syntax: a malformed literal (string escape, number)")
+ANALYSIS = _code("DL200", "analysis: the program is not valid")
+UNSAFE_VARIABLE = _code("DL201", "a variable not bound by a positive body atom")
+NOT_STRATIFIABLE = _code("DL202", "recursion through negation or an aggregate")
+ARITY_MISMATCH = _code("DL203", "a predicate used with another number of arguments")
+TYPE_MISMATCH = _code("DL204", "a value or variable of another type than declared")
+DUPLICATE_DECL = _code("DL205", "a predicate declared twice")
+UNDECLARED = _code("DL206", "a predicate that needs a declaration has none")
+FUNCTIONAL_MISMATCH = _code("DL207", "a functional predicate used as a relation, or the reverse")
+BAD_AGGREGATE = _code("DL208", "a malformed aggregate")
+EDB_HEAD = _code("DL209", "a rule whose head is an EDB predicate")
+DATA = _code("DL300", "data: an input cannot be used")
+BAD_VALUE = _code("DL301", "a fact or row whose values do not fit the declared columns")
+FUNCTIONAL_CONFLICT = _code("DL302", "two values for one key of a functional predicate")
+BAD_HEADER = _code("DL303", "a CSV header that does not name the declared columns")
+MISSING_INPUT = _code("DL304", "an input table does not exist")
+CONCURRENT = _code("DL305", "another run of the same stratum holds its lock")
+BAD_INPUT = _code("DL306", "an EDB table does not match its declaration (schema, null, NaN)")
+CHANGE_MISFIT = _code("DL307", "an IDB change deletes rows its table does not hold")
+VALUE_OUT_OF_RANGE = _code("DL308", "a derived value its table's column cannot store")
+HISTORY_LOST = _code("DL309", "the change between two table versions cannot be read any more")
+TXN_TAKEN = _code("DL310", "the run's commit is already in the table (another run applied it)")
+BAD_BINDING = _code("DL401", "pipeline.toml does not match the program, or is not valid TOML")
+UNSUPPORTED = _code("DL900", "not supported")
+NOT_SUPPORTED = _code("DL901", "a construct this strategy or backend does not support")
+
+
 class DeltalogSyntaxError(DeltalogError):
-    code = "DL101"
+    code = SYNTAX_UNEXPECTED
 
 
 class AnalysisError(DeltalogError):
-    code = "DL200"
+    code = ANALYSIS
 
 
 class DataError(DeltalogError):
-    code = "DL300"
+    code = DATA
 
 
 class NotSupportedError(DeltalogError):
-    code = "DL900"
-
-
-# Stable codes, one place so that tests and docs can refer to them.
-SYNTAX_UNEXPECTED = "DL101"
-SYNTAX_BAD_TOKEN = "DL102"
-SYNTAX_BAD_LITERAL = "DL103"
-UNSAFE_VARIABLE = "DL201"
-NOT_STRATIFIABLE = "DL202"
-ARITY_MISMATCH = "DL203"
-TYPE_MISMATCH = "DL204"
-DUPLICATE_DECL = "DL205"
-UNDECLARED = "DL206"
-FUNCTIONAL_MISMATCH = "DL207"
-BAD_AGGREGATE = "DL208"
-EDB_HEAD = "DL209"
-BAD_VALUE = "DL301"
-FUNCTIONAL_CONFLICT = "DL302"
-BAD_HEADER = "DL303"
-MISSING_INPUT = "DL304"
-NOT_SUPPORTED = "DL901"
+    code = UNSUPPORTED

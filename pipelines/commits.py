@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.errors import DataError
+from engine.errors import VALUE_OUT_OF_RANGE, DataError
 from engine.storage import Delta
 from pipelines import delta_io
 from pipelines.faults import fault
@@ -31,7 +31,6 @@ SEQ = "deltalog.seq"  # the stratum run (application transaction version) of the
 MODE = "deltalog.mode"  # "rebuild" on a Spark rebuild's commits (absent otherwise)
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-VALUE_OUT_OF_RANGE = "DL308"  # a derived value its table's column cannot store
 
 # pred -> (our transaction version in its table, or None; table version, or -1: no table)
 Txns = dict[str, tuple[int | None, int]]

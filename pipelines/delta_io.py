@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from engine.errors import DataError
+from engine.errors import CHANGE_MISFIT, HISTORY_LOST, TXN_TAKEN, DataError
 from engine.values import Row
 from schemas.relation import arrow_to_rows, normalize
 
@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 CDF_CONFIG = {"delta.enableChangeDataFeed": "true"}
 _CHANGE = "__deltalog_change"  # column of the merge source: "i" insert, "d" delete
 COMMIT_RETRIES = 3
-TXN_TAKEN = "DL306"  # the application transaction version is already in the table
-CHANGE_MISFIT = "DL307"  # a change whose deleted rows are not in the table
 # Change data feed change types -> weight.
 CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 
@@ -175,6 +173,8 @@ def changes(
 class HistoryLost(DataError):
     """The change between two versions of a table cannot be read (its history was vacuumed
     or pruned); whoever consumed the older version must reload from the current one."""
+
+    code = HISTORY_LOST
 
 
 def _changes(

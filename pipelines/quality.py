@@ -26,12 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.analysis.check import RelationSchema
-from engine.errors import DataError
+from engine.errors import BAD_INPUT, DataError
 from engine.heads import format_fact
 from engine.values import Row
 from schemas.relation import normalize
-
-BAD_INPUT = "DL306"
 
 
 class BadInputError(DataError):

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from engine.analysis.check import AnalyzedProgram, Stratum
-from engine.errors import DeltalogError
+from engine.errors import BAD_BINDING, DeltalogError
 from engine.evaluate import load_program
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 PIPELINES_ENV = "DELTALOG_PIPELINES"  # folders holding pipeline folders, os.pathsep-separated
 PROGRAM_FILE = "program.dl"
 BINDING_FILE = "pipeline.toml"
-BAD_BINDING = "DL401"
 
 
 class BindingError(DeltalogError):

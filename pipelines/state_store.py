@@ -21,11 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import DataError
+from engine.errors import CONCURRENT, DataError
 
 STATE_DIR = "_deltalog_state"
 MAGIC = b"deltalog-state/2\n"  # the file format; any other start is not a state
-CONCURRENT = "DL305"  # another materialization of the same stratum holds the lock
 
 
 @dataclass

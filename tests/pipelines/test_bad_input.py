@@ -13,9 +13,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from engine.errors import BAD_INPUT
 from engine.naive import evaluate_naive
 from pipelines import delta_io
-from pipelines.quality import BAD_INPUT, BadInputError
+from pipelines.quality import BadInputError
 from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec, load_pipeline
 from pipelines.state_store import STATE_DIR

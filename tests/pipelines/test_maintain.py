@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.errors import CONCURRENT
 from engine.naive import evaluate_naive
 from pipelines import delta_io
 from pipelines.commits import INPUT_VERSIONS, SEQ, app_id
 from pipelines.faults import FAULT_ENV, FAULT_POINTS
 from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec, load_pipeline
-from pipelines.state_store import CONCURRENT, state_path, stratum_lock
+from pipelines.state_store import state_path, stratum_lock
 from pipelines.warehouse import write_edb
 from schemas.relation import arrow_to_rows, rows_to_arrow
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline

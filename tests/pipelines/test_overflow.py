@@ -8,9 +8,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from engine.errors import DataError
+from engine.errors import VALUE_OUT_OF_RANGE, DataError
 from pipelines import delta_io
-from pipelines.commits import VALUE_OUT_OF_RANGE
 from pipelines.run import StratumRun
 from pipelines.spec import load_pipeline
 
