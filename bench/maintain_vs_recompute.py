@@ -1,5 +1,5 @@
 """Maintenance with sensitivity indices against full recompute, ours and DuckDB's, on the
-same data in the same run (issue: incremental maintenance, seed 000).
+same data in the same run (sensitivity indices: Veldhuizen 2014).
 
 For each workload and data size a child process loads the data once (initial evaluation
 with sensitivity recording), then applies change batches of 1, 10, 100, 1,000 and 10,000

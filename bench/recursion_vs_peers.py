@@ -1,4 +1,4 @@
-"""Incremental recursion against its peers (issue 5): the transitive closure of three
+"""Incremental recursion against its peers: the transitive closure of three
 graphs maintained under a change, ours (``IncrementalEngine``, strategy ``auto``: DBSP with
 nested time) beside DuckDB's recompute, Pathway, egglog and pydbsp, on the same data in
 the same run.

@@ -1,4 +1,4 @@
-"""Engine state between runs (issue 6, persisted state): how long saving and loading the
+"""Engine state between runs: how long saving and loading the
 saved engine takes against the data size, next to the change it serves.
 
 For each program and data size a child process writes the EDB as Delta tables of a

@@ -93,7 +93,7 @@ def aggregate(func: str, values: Iterable[Value]) -> Value:
 
     ``total`` is the correctly rounded sum whatever the order (``math.fsum``, exact), and
     so is ``sum`` over floats: a maintained sum must not depend on the order in which
-    rows arrived (seed 000 §2.3.4). ``sum`` over integers is an exact integer.
+    rows arrived (Veldhuizen 2014, §2.3.4). ``sum`` over integers is an exact integer.
     """
     vals = list(values)
     if func == "count":

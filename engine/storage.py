@@ -1,12 +1,13 @@
 """Versioned relations: the current version as a sorted collection, the previous version as
-a view over it, and the delta between them (seed 000 §3.3, delta iterators).
+a view over it, and the delta between them (Veldhuizen 2014, §3.3, delta iterators).
 
 A commit applies a delta in O(changes × log n) per index; the previous version is never
 copied: ``previous()`` presents current − inserted + erased, merged on the fly. Every
 version answers ``ceil(t)`` (the least row ≥ t), which is all a trie iterator needs.
 
-The engine keeps its state in these in-memory structures; a persistent store (in
-``pipelines/``) implements the same small protocol.
+The engine keeps its state in these in-memory structures (``SortedRows`` is the protocol
+a trie iterator reads through); between runs the whole engine is saved as one file by
+``pipelines/state_store.py``, not yet read on demand through this protocol.
 """
 
 from bisect import bisect_left

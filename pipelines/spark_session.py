@@ -1,6 +1,7 @@
 """The one way this project starts Spark and moves relations in and out of it.
 
-Session settings that behave on a small local machine (see STACK.md), the Spark form of a
+Session settings that behave on a small local machine (2 cores, a few GB: few shuffle
+partitions, no UI, loopback only), the Spark form of a
 relation schema, and conversions between Python rows / Arrow tables and DataFrames.
 """
 

@@ -15,7 +15,7 @@
 # would start the pipelines' sensors (running by default) and add runs of its own between the
 # recorded history and the screenshots. Like scripts/ui.sh it is exec'd through a wrapper that
 # restores the default SIGINT handler (a background job of a non-interactive shell inherits
-# SIGINT as ignored; see STACK.md), and a trap stops it with SIGTERM. About 5-10 minutes.
+# SIGINT as ignored), and a trap stops it with SIGTERM. About 5-10 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${SCREENSHOT_DIR:-$PWD/docs/img}

@@ -2,7 +2,7 @@
 # The Dagster UI on http://127.0.0.1:3000 (override with DAGSTER_PORT), with run history kept
 # in .dagster_home. dagster is exec'd through a tiny Python wrapper that restores the default
 # SIGINT handler: a background job from a non-interactive shell inherits SIGINT as ignored,
-# and dagster dev would then ignore Ctrl-C and SIGTERM (see STACK.md).
+# and dagster dev would then ignore Ctrl-C and SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DAGSTER_HOME="$PWD/.dagster_home"

@@ -1,5 +1,5 @@
 """Containments the rules guarantee: ``p ⊆ q`` whatever the data, for complement iteration
-(seed 000 §3.1.2), which is only sound where the negated relation is a subset.
+(Veldhuizen 2014, §3.1.2), which is only sound where the negated relation is a subset.
 
 What is recognized: ``s ⊆ t`` when ``s`` is derived (no program facts) and every rule
 defining ``s`` has, besides anything else, a positive body atom with exactly the head's

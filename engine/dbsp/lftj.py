@@ -1,7 +1,8 @@
-"""Leapfrog triejoin for delta queries (seed 002, done per relation): one rule body over
-any versions of its relations (``SortedRows`` through ``CeilTrieIterator``), enumerating
-every satisfying assignment with no existential short-circuit, because a Z-set counts
-every derivation. The caller puts the seed (the delta) first in the variable order.
+"""Leapfrog triejoin for delta queries (Völkel, "WCOJ meets DBSP", done per relation): one
+rule body over any versions of its relations (``SortedRows`` through
+``CeilTrieIterator``), enumerating every satisfying assignment with no existential
+short-circuit, because a Z-set counts every derivation. The caller puts the seed (the
+delta) first in the variable order.
 
 Only the seed carries weights, and the caller reads them once its variables are bound;
 the other atoms are sets (weight 1), and intermediate trie levels carry no weight.

@@ -1,7 +1,7 @@
-"""One stratum maintained the DBSP way (seed 004 §5-§6): the fixed point of the stratum's
-rules as a stream over inner time, incrementalized over outer time (commits) with nested
-time, exact under inserts and deletes; every join term a delta query (seed 002, done per
-relation) evaluated by leapfrog triejoin seeded by its delta.
+"""One stratum maintained the DBSP way (Budiu et al. 2023, §5-§6): the fixed point of the
+stratum's rules as a stream over inner time, incrementalized over outer time (commits) with
+nested time, exact under inserts and deletes; every join term a delta query (Völkel, "WCOJ
+meets DBSP", done per relation) evaluated by leapfrog triejoin seeded by its delta.
 
 State per derived fact x: its births C[x][t], the number of derivations that first hold
 at inner iteration t (c[t] = r[t] - r[t-1], where r[t] = R(I, o[t-1]) counts derivations
@@ -13,7 +13,7 @@ atom δo[t-1], those after it o[t-2]); ↑↑H on the cumulative Δr decides mem
 
 The inner loop stops after iteration t only when t+1 is past every old birth and the new
 δo[t] is empty: an earlier commit may have iterated longer, and its later iterations can
-still carry retractions (DESIGN.md §6).
+still carry retractions (stopping at the first empty change would miss them).
 """
 
 import heapq

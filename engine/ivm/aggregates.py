@@ -1,4 +1,4 @@
-"""Aggregation maintenance (seed 000 §2.3): per group, state that absorbs inserted and
+"""Aggregation maintenance (Veldhuizen 2014, §2.3): per group, state that absorbs inserted and
 erased satisfying assignments in O(log n) each.
 
 - ``count``: the support count itself (§2.3.1).

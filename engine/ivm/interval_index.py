@@ -1,4 +1,4 @@
-"""Sensitivity indices (seed 000 §4.1, §3.2): the intervals recorded for one atom at one
+"""Sensitivity indices (Veldhuizen 2014, §4.1, §3.2): the intervals recorded for one atom at one
 trie depth, with stabbing queries that also remove what they find.
 
 Two parts, because intervals arrive in two ways. The initial evaluation records millions

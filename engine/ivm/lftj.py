@@ -1,4 +1,4 @@
-"""Leapfrog triejoin for maintenance (seed 000 §4): one rule body over any versions of its
+"""Leapfrog triejoin for maintenance (Veldhuizen 2014, §4): one rule body over any versions of its
 relations (``SortedRows``), optionally restricted to a change oracle, optionally recording
 the sensitivity interval of every iterator operation.
 
@@ -181,7 +181,7 @@ class JoinRun:
         """Intervals of the opens at a level: (−inf, v] for the iterator whose first key
         is the greatest (it alone excludes every value below the first possible match),
         [v, v] for the others already on v; the rest are sought to v next and record from
-        there. With ``paper_trace`` every open is recorded, as in seed 000's example."""
+        there. With ``paper_trace`` every open is recorded, as in Veldhuizen 2014's example."""
         best = 0
         for q in range(len(parts)):
             it = parts[q]

@@ -1,4 +1,4 @@
-"""The change oracle (seed 000 §4): the regions of a rule's variable space where the
+"""The change oracle (Veldhuizen 2014, §4): the regions of a rule's variable space where the
 evaluation may change, as a non-materialized predicate that maintenance seeks through.
 
 A region fixes the first ``j`` variables of the rule's order and gives a closed interval

@@ -1,4 +1,4 @@
-"""Maintenance of one rule body (seed 000 §4): sensitivity indices built while evaluating,
+"""Maintenance of one rule body (Veldhuizen 2014, §4): sensitivity indices built while evaluating,
 then per commit: tree surgery on every changed body relation, matched against the
 indices (matched intervals are removed), the union of the matched regions as the change
 oracle, the old and the new body evaluated under the same oracle, and their difference.
@@ -9,7 +9,7 @@ variables before that level, so oracle regions on existential variables are wide
 the whole subtree of their non-existential prefix.
 
 A body ``t(x̄), !s(x̄)`` with S ⊆ T guaranteed (``complement_pairs``) reads T \\ S through
-one complement atom (seed 000 §3.1.2): its intervals are recorded like any atom's, and a
+one complement atom (Veldhuizen 2014, §3.1.2): its intervals are recorded like any atom's, and a
 commit stabs them with the tree surgery of the complement's own delta, which a change to
 either t or s makes (a row of T \\ S can appear at any depth when a deeper row of t is
 inserted or of s erased, so t's and s's own surgeries would not do).

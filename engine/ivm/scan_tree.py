@@ -1,4 +1,4 @@
-"""Scan trees (seed 000 §3.1): an ordered collection whose every subtree also carries the
+"""Scan trees (Veldhuizen 2014, §3.1): an ordered collection whose every subtree also carries the
 ⊕-aggregate of its values, so the scan of any key range costs O(log n), and an update
 costs O(log n).
 
@@ -206,7 +206,7 @@ def _max(a: Any, b: Any) -> Any:
 
 class IntervalTree:
     """Closed intervals ``[lo, hi]`` of ``(bucket, value)`` coordinates with stabbing
-    queries in O((m+1) log n) (seed 000 §3.2): a scan tree ordered by start whose nodes
+    queries in O((m+1) log n) (Veldhuizen 2014, §3.2): a scan tree ordered by start whose nodes
     carry the max end of their subtree.
 
     ``bucket`` is a tuple (the values of the atom's earlier columns, α in the paper's
@@ -241,7 +241,7 @@ class IntervalTree:
         self, bucket: tuple[Any, ...], x: Any, remove: bool = True
     ) -> list[tuple[Any, Any, Any]]:
         """Every interval of ``bucket`` that contains ``x``, as ``(lo, hi, payload)``;
-        with ``remove`` they are also taken out of the tree (seed 000 §4.1)."""
+        with ``remove`` they are also taken out of the tree (Veldhuizen 2014, §4.1)."""
         found: list[_Node] = []
         point = (bucket, x)
         self._stab(self.tree.root, bucket, point, found)

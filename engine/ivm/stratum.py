@@ -1,6 +1,6 @@
-"""Sensitivity-index maintenance of one non-recursive stratum (seed 000 §2 and §4): every
-rule maintained by its change oracle, heads by support counts, aggregates by group state,
-functional heads checked for a second value per key.
+"""Sensitivity-index maintenance of one non-recursive stratum (Veldhuizen 2014, §2 and §4):
+every rule maintained by its change oracle, heads by support counts, aggregates by group
+state, functional heads checked for a second value per key.
 
 Recursive strata are maintained the DBSP way (``engine.dbsp``); asking this class for one
 is an error.

@@ -1,4 +1,4 @@
-"""The tree-surgery adaptor (seed 000 §4.2.1): a delta between two versions of a relation,
+"""The tree-surgery adaptor (Veldhuizen 2014, §4.2.1): a delta between two versions of a relation,
 turned into insertions and removals of branches of its trie, by depth.
 
 A changed row inserts (or removes) the branches below the deepest prefix the other version

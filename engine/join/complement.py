@@ -1,4 +1,4 @@
-"""Complement iteration with counting (seed 000 §3.1.2): for S ⊆ T, the rows of T \\ S in
+"""Complement iteration with counting (Veldhuizen 2014, §3.1.2): for S ⊆ T, the rows of T \\ S in
 O(|T \\ S| · log n) count queries instead of one probe of S per row of T.
 
 Intuitively, if a key interval holds as many rows of S as of T, the complement is empty

@@ -1,4 +1,4 @@
-"""Leapfrog triejoin (seed 000 §1.2): for each variable in order, leapfrog-intersect the
+"""Leapfrog triejoin (Veldhuizen 2014, §1.2): for each variable in order, leapfrog-intersect the
 trie iterators of the atoms that mention it, bind it, run that level's filters and
 negations, and descend. Assignments offer one value, which the atoms must contain.
 

@@ -307,7 +307,7 @@ def build_plan(
 def complement_pairs(
     prep: PreparedRule, supersets: Mapping[str, AbstractSet[str]]
 ) -> dict[int, int]:
-    """Atoms that can read T \\ S (seed 000 §3.1.2): atom index -> negation index, for
+    """Atoms that can read T \\ S (Veldhuizen 2014, §3.1.2): atom index -> negation index, for
     each body ``t(x1, ..., xn), !s(x1, ..., xn)`` with the same distinct variables in the
     same positions (no constants, repeats or wildcards) and ``t`` in ``supersets[s]`` (S ⊆ T
     guaranteed by the program, ``engine.analysis.containment``). The negation then

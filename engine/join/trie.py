@@ -1,4 +1,4 @@
-"""The ``TrieIterator`` protocol (seed 000 §1.2) and its implementation over a sorted list
+"""The ``TrieIterator`` protocol (Veldhuizen 2014, §1.2) and its implementation over a sorted list
 of tuples: the trie is implicit, each depth is one column, and every operation is a
 bisection inside the range of rows that share the current prefix."""
 
@@ -18,7 +18,7 @@ class JoinStats:
     ups: int = 0
     nexts: int = 0
     seeks: int = 0
-    # Count queries of complement iteration (ranks and selects on sorted indexes; seed 000
+    # Count queries of complement iteration (ranks and selects on sorted indexes; Veldhuizen 2014
     # §3.1.2), beside the iterator operations they serve.
     counts: int = 0
 

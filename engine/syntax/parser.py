@@ -282,7 +282,8 @@ class _Normalizer:
         return e
 
 
-# Primitive functions in the paper's form (seed 000 §1.3): ``add[x, y] = z`` is ``z = x + y``.
+# Primitive functions in the paper's form (Veldhuizen 2014, §1.3): ``add[x, y] = z`` is
+# ``z = x + y``.
 PRIMITIVES = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%"}
 
 

@@ -73,7 +73,7 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
 @st.composite
 def complement_rules(draw, first: int, available: dict[str, int]):
     """Two or three IDB predicates from ``p{first}`` on, in the shape complement iteration
-    recognizes (seed 000 §3.1.2): a filter ``s(x̄) :- t(x̄), ...`` of a relation t (so
+    recognizes (Veldhuizen 2014, §3.1.2): a filter ``s(x̄) :- t(x̄), ...`` of a relation t (so
     S ⊆ T; sometimes a second filter rule, sometimes a filter of a filter) and a rule
     ``r(...) :- t(x̄), !s(x̄), ...`` that reads T \\ S, with the variables of x̄ in a random
     order against the rest of the body."""

@@ -1,4 +1,4 @@
-"""Worst-case optimality shown by work counters, not clocks (seed 000 §1.2).
+"""Worst-case optimality shown by work counters, not clocks (Veldhuizen 2014, §1.2).
 
 Instance family for the triangle query ``t(x, y, z) :- e(x, y), e(y, z), e(z, x)``: a star
 around node 0 (m edges each way) plus a complete digraph on k = sqrt(m) other nodes, so

@@ -228,10 +228,10 @@ reach(y) :- reach(x), e(x, y).
 
 
 def test_oracle_inner_loop_runs_past_quiet_iterations():
-    """DESIGN.md §6 pitfall: the change of this commit is quiet at inner iterations 2-5
-    (nothing of depth 1-4 touches a changed edge) and retracts again at iteration 6, where
-    the first epoch still derived reach(6). Stopping at the first empty change keeps
-    reach(6..10)."""
+    """A known pitfall of nested-time recursion: the change of this commit is quiet at inner
+    iterations 2-5 (nothing of depth 1-4 touches a changed edge) and retracts again at
+    iteration 6, where the first epoch still derived reach(6). Stopping at the first empty
+    change keeps reach(6..10)."""
     prog = load_program(REACH)
     chain = {(i, i + 1) for i in range(10)} | {(20, 21)}
     engine = DbspComposer(prog, {"start": {(0,), (20,)}, "e": chain})

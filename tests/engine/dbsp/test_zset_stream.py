@@ -1,4 +1,4 @@
-"""The paper's examples (seed 004 §2-§7) and the algebra laws of Z-sets, streams and the
+"""The paper's examples (Budiu et al. 2023, §2-§7) and the algebra laws of Z-sets, streams and the
 incremental operators, each checked against its definition D∘Q∘I."""
 
 from fractions import Fraction

@@ -1,4 +1,4 @@
-"""Complement iteration with counting (seed 000 §3.1.2): T \\ S for S ⊆ T equals the set
+"""Complement iteration with counting (Veldhuizen 2014, §3.1.2): T \\ S for S ⊆ T equals the set
 difference on both versions, through every trie operation; it costs O(|T \\ S| log n)
 count queries where probing S per row of T costs |T|; the planner recognizes exactly the
 shapes the containment analysis guarantees."""

@@ -101,7 +101,7 @@ SHAPES = [
     "r[x] = n <- agg<<n = min(y)>> e(x, y), u(y).",
     "r[x] = n <- agg<<n = sum(z)>> e(x, y), f(y, z).",
     "r(x) :- u(x), !e(x, _).\nq(x, y) :- r(x), f(x, y), !r(y).",
-    # Complement iteration (seed 000 §3.1.2): s ⊆ e by its rules, so `e(x̄), !s(x̄)` reads
+    # Complement iteration (Veldhuizen 2014, §3.1.2): s ⊆ e by its rules, so `e(x̄), !s(x̄)` reads
     # e \ s by counting; s and e change in the same batches.
     "s(x, y) :- e(x, y), !f(x, y).\nr(x, y) :- e(x, y), !s(x, y).",
     "s(x, y) :- e(x, y), u(y).\nr(x) :- e(x, y), !s(x, y).",

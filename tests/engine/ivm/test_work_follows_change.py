@@ -1,5 +1,5 @@
 """The work of maintaining a single-tuple change does not grow with the data size
-(seed 000 §1.1: it follows the trace edit distance), while recompute's does. Counters,
+(Veldhuizen 2014, §1.1: it follows the trace edit distance), while recompute's does. Counters,
 not clocks: iterator operations and oracle regions."""
 
 import pytest

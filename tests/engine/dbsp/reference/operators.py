@@ -1,4 +1,4 @@
-"""Incremental relational operators on Z-sets (seed 004 §3-4, §7): linear operators are
+"""Incremental relational operators on Z-sets (Budiu et al. 2023, §3-4, §7): linear operators are
 their own incremental version; join is bilinear (Δ(a⋈b) = Δa⋈Δb + a⋈Δb + Δa⋈b with a, b the
 previous integrals); distinct is incremental through H; grouped aggregation only revisits
 changed groups; anti-join is join with the complement, so its delta is a join with -Δ.
@@ -78,7 +78,7 @@ def antijoin_delta(a_prev: ZSet[Any], b_prev: ZSet[Any], da: ZSet[Any], db: ZSet
 
 
 def exact_total(values: Mapping[float, int]) -> float:
-    """The correctly rounded sum of ``sum(v * w)``, computed exactly (seed 000 §2.3.4)."""
+    """The correctly rounded sum of ``sum(v * w)``, computed exactly (Veldhuizen 2014, §2.3.4)."""
     acc = Fraction(0)
     for v, w in values.items():
         acc += Fraction(v) * w

@@ -1,4 +1,5 @@
-"""Streams (seed 004 §2, §5, §6): finite prefixes of infinite streams over an abelian group
+"""Streams (Budiu et al. 2023, §2, §5, §6): finite prefixes of infinite streams over an
+abelian group
 (ints, Z-sets, or streams again: nested time), with lifting, z^-1, integration I,
 differentiation D, delta0, the definite integral and the incrementalization Q^Δ = D∘Q∘I.
 

@@ -1,4 +1,4 @@
-"""Z-sets (seed 004 §4): finite maps from values to non-zero integer weights, the abelian
+"""Z-sets (Budiu et al. 2023, §4): finite maps from values to non-zero integer weights, the abelian
 group every DBSP stream carries. Relations are Z-sets with weights 1; deltas carry +1/-1.
 
 Weights are Python ints (they never overflow); a weight that reaches zero is dropped
@@ -16,7 +16,7 @@ V = TypeVar("V", bound=Hashable)
 
 class ZSet(Generic[K]):
     """An immutable Z-set. ``+``, ``-`` (binary and unary) and ``*`` by an int are the
-    group operations; ``distinct`` projects onto a set (seed 004 Definition 4.3)."""
+    group operations; ``distinct`` projects onto a set (Budiu et al. 2023, Definition 4.3)."""
 
     __slots__ = ("_w",)
 
@@ -85,11 +85,11 @@ class ZSet(Generic[K]):
 
     # -- predicates and non-linear operators ----------------------------------------
     def is_set(self) -> bool:
-        """Every weight is 1 (seed 004: isset)."""
+        """Every weight is 1 (Budiu et al. 2023: isset)."""
         return all(w == 1 for w in self._w.values())
 
     def is_positive(self) -> bool:
-        """Every weight is positive (seed 004: ispositive)."""
+        """Every weight is positive (Budiu et al. 2023: ispositive)."""
         return all(w > 0 for w in self._w.values())
 
     def distinct(self) -> "ZSet[K]":
@@ -99,7 +99,7 @@ class ZSet(Generic[K]):
         return ZSet({k: 1 for k, w in self._w.items() if w > 0})
 
     def count(self) -> int:
-        """The sum of weights (seed 004 §7.2 a_COUNT; linear)."""
+        """The sum of weights (Budiu et al. 2023, §7.2 a_COUNT; linear)."""
         return sum(self._w.values())
 
     # -- linear operators -----------------------------------------------------------
