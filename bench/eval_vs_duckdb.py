@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.common import format_table, peak_rss_mb, timed_adaptive
-from engine.analysis.check import AnalyzedProgram, analyze
-from engine.evaluate import evaluate, load_program
+from engine.analysis.analyze import analyze, load_program
+from engine.analysis.program import AnalyzedProgram
+from engine.evaluate import evaluate
 from engine.syntax.ast import Atom, Negation
 from engine.syntax.parser import parse_program
 from engine.values import Row

@@ -138,7 +138,8 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
     import duckdb
     import pyarrow as pa
 
-    from engine.evaluate import evaluate, load_program
+    from engine.analysis.analyze import load_program
+    from engine.evaluate import evaluate
     from engine.runtime import IncrementalEngine
 
     w = WORKLOADS[name]

@@ -179,7 +179,7 @@ def write_script(path: Path, edges: list[Edge], steps: list[tuple[str, Change]])
 
 
 def run_ours(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
-    from engine.evaluate import load_program
+    from engine.analysis.analyze import load_program
     from engine.runtime import IncrementalEngine
     from engine.values import Row
 

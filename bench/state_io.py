@@ -136,7 +136,7 @@ def _change(rng: random.Random, rows: list[Row], present: set[Row], fresh: Calla
 
 def _write_pipeline(folder: Path, program: str) -> Any:
     """A one-stratum pipeline in ``folder``: every EDB and IDB predicate bound to a table."""
-    from engine.evaluate import load_program
+    from engine.analysis.analyze import load_program
     from pipelines.spec import load_pipeline
 
     prog = load_program(program)

@@ -9,20 +9,14 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from engine.analysis.check import AnalyzedProgram, Stratum, analyze
+from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.heads import aggregate_rows, check_functional, head_product, head_projection
 from engine.join.leapfrog import leapfrog_triejoin
 from engine.join.plan import Env, PreparedRule, build_plan, prepare
 from engine.join.trie import JoinStats, has_prefix
 from engine.semantics import coerce
 from engine.syntax.ast import Rule
-from engine.syntax.parser import parse_program
 from engine.values import Row, Value
-
-
-def load_program(text: str, file: str = "<program>") -> AnalyzedProgram:
-    """Parse and analyze; raises ``DeltalogError`` (DL1xx/DL2xx) on a bad program."""
-    return analyze(parse_program(text, file))
 
 
 def sorted_rows(rows: Iterable[Row], perm: tuple[int, ...]) -> list[Row]:

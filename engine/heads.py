@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import product
 from operator import itemgetter
 
-from engine.analysis.check import RelationSchema
+from engine.analysis.program import RelationSchema
 from engine.errors import FUNCTIONAL_CONFLICT, DataError
 from engine.semantics import aggregate, coerce
 from engine.syntax.ast import Rule, Var

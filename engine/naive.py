@@ -6,7 +6,7 @@ and is never on the product path. Same signature as ``engine.evaluate.evaluate``
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from engine.analysis.check import AnalyzedProgram
+from engine.analysis.program import AnalyzedProgram
 from engine.heads import aggregate_rows, check_functional, head_row
 from engine.semantics import coerce, compare, eval_expr
 from engine.syntax.ast import Atom, BodyItem, Compare, Negation, Rule, Var, expr_vars

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine import state_codec
-from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.errors import (
     NOT_SUPPORTED,
     DeltalogError,
@@ -21,7 +21,7 @@ from engine.errors import (
 from engine.evaluate import Evaluator
 from engine.heads import check_functional, functional_conflict
 from engine.join.trie import JoinStats
-from engine.semantics import coerce
+from engine.semantics import coerce_row
 from engine.storage import (
     Delta,
     RelationStore,
@@ -96,8 +96,7 @@ class RecomputeEngine:
         self.idb = self._evaluate(JoinStats())
 
     def _coerced(self, name: str, rows: Iterable[Row]) -> set[Row]:
-        cols = self.prog.schemas[name].columns
-        return {tuple(coerce(v, c.type) for v, c in zip(r, cols, strict=True)) for r in rows}
+        return {self._one(name, r) for r in rows}
 
     def _evaluate(self, stats: JoinStats) -> dict[str, frozenset[Row]]:
         ev = Evaluator(self.prog)
@@ -143,8 +142,7 @@ class RecomputeEngine:
         return out
 
     def _one(self, name: str, row: Row) -> Row:
-        cols = self.prog.schemas[name].columns
-        return tuple(coerce(v, c.type) for v, c in zip(row, cols, strict=True))
+        return coerce_row(self.prog.schemas[name], row)
 
 
 STRATEGIES = ("auto", "sensitivity", "dbsp", "recompute")
@@ -280,8 +278,7 @@ class IncrementalEngine:
         return engine
 
     def _one(self, name: str, row: Row) -> Row:
-        cols = self.prog.schemas[name].columns
-        return tuple(coerce(v, c.type) for v, c in zip(row, cols, strict=True))
+        return coerce_row(self.prog.schemas[name], row)
 
     def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
         if self._broken is not None:

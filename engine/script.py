@@ -6,7 +6,7 @@ errors point at the script's own line and column.
 import re
 from dataclasses import dataclass
 
-from engine.analysis.check import AnalyzedProgram
+from engine.analysis.program import AnalyzedProgram
 from engine.errors import (
     BAD_VALUE,
     SYNTAX_UNEXPECTED,

@@ -9,8 +9,9 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
 
+from engine.analysis.program import RelationSchema
 from engine.syntax.ast import BinOp, Const, Expr, Var
-from engine.values import Value
+from engine.values import Row, Value
 
 _CMP: dict[str, Callable[[Value, Value], bool]] = {
     "=": operator.eq,
@@ -86,6 +87,11 @@ def coerce(value: Value, typ: str) -> Value:
     if typ == "float" and isinstance(value, int):
         return float(value)
     return value
+
+
+def coerce_row(schema: RelationSchema, row: Row) -> Row:
+    """A row as stored in the relation of ``schema`` (``coerce`` per column)."""
+    return tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True))
 
 
 def aggregate(func: str, values: Iterable[Value]) -> Value:

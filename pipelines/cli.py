@@ -8,9 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.analysis.check import AnalyzedProgram
+from engine.analysis.analyze import load_program
+from engine.analysis.program import AnalyzedProgram
 from engine.errors import DeltalogError
-from engine.evaluate import evaluate, load_program
+from engine.evaluate import evaluate
 from engine.runtime import STRATEGIES, Delta, make_engine
 from engine.script import parse_script
 from engine.values import Row, format_relations

@@ -5,7 +5,7 @@ declared columns. Every bad value is reported with file, line and column, never 
 import csv
 from pathlib import Path
 
-from engine.analysis.check import AnalyzedProgram, RelationSchema
+from engine.analysis.program import AnalyzedProgram, RelationSchema
 from engine.errors import BAD_HEADER, BAD_VALUE, MISSING_INPUT, DataError, Loc
 from engine.values import Row, Value
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.analysis.check import RelationSchema
+from engine.analysis.program import RelationSchema
 from engine.errors import BAD_INPUT, DataError
 from engine.heads import format_fact
 from engine.values import Row

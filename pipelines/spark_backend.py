@@ -15,7 +15,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum, bound_vars
+from engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
+from engine.analysis.safety import bound_vars
 from engine.errors import FUNCTIONAL_CONFLICT, NOT_SUPPORTED, DataError, NotSupportedError
 from engine.syntax.ast import (
     Atom,

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.analysis.check import RelationSchema
+from engine.analysis.program import RelationSchema
 from engine.errors import BAD_VALUE, DataError
 from engine.semantics import coerce
 from engine.values import Value

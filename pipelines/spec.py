@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.analysis.analyze import load_program
+from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.errors import BAD_BINDING, DeltalogError
-from engine.evaluate import load_program
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 PIPELINES_ENV = "DELTALOG_PIPELINES"  # folders holding pipeline folders, os.pathsep-separated

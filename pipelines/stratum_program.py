@@ -9,7 +9,8 @@ names, types and functional-ness are the same as in the tables.
 
 import hashlib
 
-from engine.analysis.check import AnalyzedProgram, analyze
+from engine.analysis.analyze import analyze
+from engine.analysis.program import AnalyzedProgram
 from engine.syntax.ast import Decl, Program
 
 

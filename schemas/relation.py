@@ -1,7 +1,10 @@
-"""One engine ``RelationSchema`` -> its Arrow and Dagster forms, and rows <-> Arrow tables.
+"""One engine ``RelationSchema`` -> its Arrow, Spark and Dagster forms, and rows <-> Arrow
+tables.
 
 Every adapter (Delta, Spark, Dagster metadata) takes its column types from here, so that the
-three never disagree about what an ``int`` or a ``string`` column is.
+three never disagree about what an ``int`` or a ``string`` column is. pyspark and dagster
+are imported only inside the functions that build their forms: importing this module
+imports neither.
 """
 
 from collections.abc import Iterable
@@ -9,11 +12,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from engine.analysis.check import RelationSchema
+from engine.analysis.program import RelationSchema
 from engine.values import Row
 
 if TYPE_CHECKING:
     import dagster as dg
+    from pyspark.sql import types as T
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int": pa.int64(),
@@ -22,10 +26,40 @@ ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
-def arrow_schema(schema: RelationSchema) -> pa.Schema:
-    """The Arrow schema of a relation: int64 / float64 / string, no nulls."""
+# The Spark type of each column type, by its class name in ``pyspark.sql.types``.
+SPARK_TYPES: dict[str, str] = {
+    "int": "LongType",
+    "float": "DoubleType",
+    "string": "StringType",
+}
+
+
+def arrow_schema(schema: RelationSchema, nullable: bool = False) -> pa.Schema:
+    """The Arrow schema of a relation: int64 / float64 / string. Deltalog values are never
+    null, hence ``nullable=False`` by default."""
     return pa.schema(
-        [pa.field(c.name, ARROW_TYPES[c.type], nullable=False) for c in schema.columns]
+        [pa.field(c.name, ARROW_TYPES[c.type], nullable=nullable) for c in schema.columns]
+    )
+
+
+def spark_type(column_type: str) -> "T.DataType":
+    """The Spark type of a column type: long / double / string."""
+    from pyspark.sql import types as T  # lazy: importing schemas does not import pyspark
+
+    spark_class: type[T.DataType] = getattr(T, SPARK_TYPES[column_type])
+    return spark_class()
+
+
+def spark_schema(schema: RelationSchema, nullable: bool = False) -> "T.StructType":
+    """The Spark schema of a relation: its column names, int/float/string as long/double/string.
+
+    Deltalog values are never null, hence ``nullable=False`` by default; DataFrames computed
+    by Spark usually report nullable columns, so compare names and types, not nullability.
+    """
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [T.StructField(c.name, spark_type(c.type), nullable) for c in schema.columns]
     )
 
 

@@ -1,6 +1,4 @@
-"""Static analysis: arity, types, safety, stratification (``check``), and the result a
-program is evaluated from (``AnalyzedProgram``)."""
-
-from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum, analyze
-
-__all__ = ["AnalyzedProgram", "RelationSchema", "Stratum", "analyze"]
+"""Static analysis of a parsed program (``analyze``: the passes in order, and
+``load_program``: parse + analyze), one module per pass (``predicates``, ``safety``,
+``typecheck``, ``stratify``), the analyzed program's types (``program``), and the
+containment of relations the program guarantees (``containment``)."""

@@ -10,7 +10,7 @@ qualify. Everything else (projections, renamings, column permutations, containme
 hold only because of the data) is not recognized.
 """
 
-from engine.analysis.check import AnalyzedProgram
+from engine.analysis.program import AnalyzedProgram
 from engine.syntax.ast import Atom
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.analysis.check import AnalyzedProgram, Stratum
+from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.dbsp import kernels
 from engine.dbsp.stratum import _seeded_order
 from engine.join.plan import PlanAtom, PreparedRule, prepare

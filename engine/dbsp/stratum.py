@@ -23,7 +23,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from engine.analysis.check import AnalyzedProgram, RelationSchema, Stratum
+from engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
 from engine.dbsp.lftj import delta_join
 from engine.exact_sum import ExactSum
 from engine.heads import check_functional, functional_conflict, head_projection

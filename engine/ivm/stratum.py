@@ -10,8 +10,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from engine.analysis.check import AnalyzedProgram, Stratum
 from engine.analysis.containment import supersets
+from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.errors import NOT_SUPPORTED, NotSupportedError
 from engine.heads import functional_conflict, head_projection
 from engine.ivm.aggregates import GroupAggregates

@@ -167,3 +167,24 @@ def apply_and_check_deltas(engine, prog, deltas) -> None:
         after = engine.relation(p)
         assert {r for r, w in out.get(p, {}).items() if w > 0} == after - before[p], p
         assert {r for r, w in out.get(p, {}).items() if w < 0} == before[p] - after, p
+
+
+def edb_changes(max_size: int = 6):
+    """One commit's changes: 1..``max_size`` (EDB row, +1 or -1) pairs over the tiny domain
+    (a row may repeat; ``as_deltas`` keeps its last weight)."""
+    row = st.one_of(*[st.tuples(st.just(n), st.tuples(*([DOMAIN] * a)))
+                      for n, a in EDB_ARITY.items()])
+    return st.lists(st.tuples(row, st.sampled_from([1, -1])), min_size=1, max_size=max_size)
+
+
+def edb_batches(max_batches: int = 5, max_size: int = 6):
+    """1..``max_batches`` commits of ``edb_changes``."""
+    return st.lists(edb_changes(max_size), min_size=1, max_size=max_batches)
+
+
+def as_deltas(changes) -> dict[str, dict]:
+    """``edb_changes`` as the ``{relation: {row: weight}}`` an engine applies."""
+    deltas: dict[str, dict] = {}
+    for (name, row), w in changes:
+        deltas.setdefault(name, {})[row] = w
+    return deltas

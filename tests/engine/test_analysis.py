@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.analysis import analyze
+from engine.analysis.analyze import analyze
 from engine.errors import AnalysisError
 from engine.syntax import parse_program
 

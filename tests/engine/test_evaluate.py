@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.analysis import analyze
+from engine.analysis.analyze import analyze, load_program
 from engine.errors import DataError
-from engine.evaluate import Evaluator, evaluate, load_program
+from engine.evaluate import Evaluator, evaluate
 from engine.join.plan import all_vars, prepare
 from engine.join.trie import JoinStats
 from engine.naive import evaluate_naive

@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from engine import state_codec
-from engine.evaluate import load_program
+from engine.analysis.analyze import load_program
 from engine.runtime import IncrementalEngine
 
 PROGRAMS = {

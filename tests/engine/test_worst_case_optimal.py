@@ -9,7 +9,8 @@ triejoin's iterator operations grow like N^1.5 too (the AGM bound for triangles)
 
 import math
 
-from engine.evaluate import evaluate, load_program
+from engine.analysis.analyze import load_program
+from engine.evaluate import evaluate
 from engine.join.trie import JoinStats
 
 TRIANGLES = ".decl e(a: int, b: int)\nt(x, y, z) :- e(x, y), e(y, z), e(z, x)."

@@ -20,7 +20,7 @@ SCRIPT_CASES = [c for c in CASES if (HERE / c / "script.txt").exists()]
 
 
 def _recursive(folder: Path) -> bool:
-    from engine.evaluate import load_program
+    from engine.analysis.analyze import load_program
 
     prog = load_program((folder / "program.dl").read_text())
     return any(s.recursive for s in prog.strata)

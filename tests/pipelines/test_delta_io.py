@@ -112,7 +112,7 @@ def test_spark_dataframe_reads_a_version_through_arrow(uri, spark):
 
 
 def test_rows_arrow_round_trip_and_string_views():
-    from engine.analysis.check import RelationSchema
+    from engine.analysis.program import RelationSchema
     from engine.syntax.ast import Column
     from schemas.relation import arrow_schema, rows_to_arrow
 

@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from engine.analysis.analyze import load_program
 from engine.errors import DataError, NotSupportedError
-from engine.evaluate import load_program
 from engine.naive import evaluate_naive
 from engine.values import Row
 from pipelines import spark_backend

@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from engine.analysis.check import AnalyzedProgram, analyze
+from engine.analysis.analyze import analyze, load_program
+from engine.analysis.program import AnalyzedProgram
 from engine.errors import DeltalogError
-from engine.evaluate import evaluate, load_program
+from engine.evaluate import evaluate
 from engine.naive import evaluate_naive
 from engine.script import parse_script
 from engine.syntax.ast import Atom, Negation, Program, Rule

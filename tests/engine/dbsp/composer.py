@@ -5,7 +5,7 @@ stratum by stratum with commits, ``store.settle()`` at the end)."""
 
 from collections.abc import Iterable, Mapping
 
-from engine.analysis.check import AnalyzedProgram
+from engine.analysis.program import AnalyzedProgram
 from engine.dbsp.stratum import DbspStratum
 from engine.heads import check_functional
 from engine.semantics import coerce

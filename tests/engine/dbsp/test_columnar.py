@@ -11,6 +11,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from engine.analysis.analyze import load_program
 from engine.dbsp import columnar
 from engine.dbsp.columnar import (
     POOL_SLACK,
@@ -20,7 +21,6 @@ from engine.dbsp.columnar import (
     _Hash,
     columnar_reason,
 )
-from engine.evaluate import load_program
 from engine.runtime import IncrementalEngine, RecomputeEngine
 from tests.engine.dbsp.recursive_programs import chains_beside
 

@@ -3,8 +3,9 @@ epoch that iterates longer than a later one, and the other rule forms of the lan
 
 import pytest
 
+from engine.analysis.analyze import load_program
 from engine.errors import DataError
-from engine.evaluate import evaluate, load_program
+from engine.evaluate import evaluate
 from tests.engine.dbsp.composer import DbspComposer
 
 TC = """

@@ -1,33 +1,26 @@
 """oracle_*: after every commit of random insert/delete batches, every stratum maintained
 by ``DbspStratum`` equals a recompute from scratch (``engine.evaluate``), and the returned
-deltas are exactly the change; differential_*: batch equals singletons, insert then
-delete is the identity."""
+deltas are exactly the change; the per-commit deltas of transitive closure are those of
+the reference model's Q^Δ = D∘Q∘I; differential_*: batch equals singletons, insert then
+delete is the identity; work_*: the cost of a commit follows the change, not the size of
+the data."""
 
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine.evaluate import evaluate, load_program
+from engine.analysis.analyze import load_program
+from engine.evaluate import evaluate
 from tests.engine.dbsp.composer import DbspComposer
-from tests.engine.dbsp.recursive_programs import recursive_programs
-from tests.engine.programs import DOMAIN, EDB_ARITY, apply_and_check_deltas, edb_data
+from tests.engine.dbsp.recursive_programs import chains_beside, recursive_programs
+from tests.engine.dbsp.reference.operators import join
+from tests.engine.dbsp.reference.stream import Stream, fixpoint, incremental, integral, lift
+from tests.engine.dbsp.reference.zset import ZSet
+from tests.engine.programs import apply_and_check_deltas, as_deltas, edb_changes, edb_data
 
 
 def _recompute(prog, engine):
     return evaluate(prog, {name: engine.relation(name) for name in prog.edb})
-
-
-def _changes(max_size=6):
-    row = st.one_of(*[st.tuples(st.just(n), st.tuples(*([DOMAIN] * a)))
-                      for n, a in EDB_ARITY.items()])
-    return st.lists(st.tuples(row, st.sampled_from([1, -1])), min_size=1, max_size=max_size)
-
-
-def _deltas(batch):
-    deltas: dict[str, dict] = {}
-    for (name, row), w in batch:
-        deltas.setdefault(name, {})[row] = w
-    return deltas
 
 
 class DbspOracle(RuleBasedStateMachine):
@@ -40,9 +33,9 @@ class DbspOracle(RuleBasedStateMachine):
         self.prog = load_program(text)
         self.engine = DbspComposer(self.prog, data)
 
-    @rule(batch=_changes())
+    @rule(batch=edb_changes())
     def commit(self, batch):
-        deltas = _deltas(batch)
+        deltas = as_deltas(batch)
         note(f"apply {deltas}")
         apply_and_check_deltas(self.engine, self.prog, deltas)
 
@@ -59,13 +52,13 @@ DbspOracle.TestCase.settings = settings(DbspOracle.TestCase.settings, stateful_s
 TestOracleDbsp = DbspOracle.TestCase
 
 
-@given(text=recursive_programs(), data=edb_data(), batch=_changes(8))
+@given(text=recursive_programs(), data=edb_data(), batch=edb_changes(8))
 def test_differential_batch_equals_singletons(text, data, batch):
     prog = load_program(text)
     note(text)
     batched = DbspComposer(prog, data)
     single = DbspComposer(prog, data)
-    deltas = _deltas(batch)
+    deltas = as_deltas(batch)
     batched.apply(deltas)
     for name, d in deltas.items():
         for row, w in d.items():
@@ -74,7 +67,7 @@ def test_differential_batch_equals_singletons(text, data, batch):
         assert batched.relation(p) == single.relation(p), p
 
 
-@given(text=recursive_programs(), data=edb_data(), batch=_changes(8))
+@given(text=recursive_programs(), data=edb_data(), batch=edb_changes(8))
 def test_differential_insert_then_delete_is_identity(text, data, batch):
     prog = load_program(text)
     note(text)
@@ -89,3 +82,63 @@ def test_differential_insert_then_delete_is_identity(text, data, batch):
     engine.apply({n: {r: -1 for r in d} for n, d in inserts.items()})
     for p in prog.idb:
         assert engine.relation(p) == before[p], p
+
+
+TC = """
+.decl edge(a: int, b: int)
+path(x, y) :- edge(x, y).
+path(x, y) :- path(x, z), edge(z, y).
+"""
+
+
+def _closure(edges: ZSet) -> ZSet:
+    """Q of the reference model: the fixed point of ``path = distinct(edge + path⋈edge)``,
+    iterated in inner time; its integral is the closure."""
+
+    def step(path: ZSet) -> ZSet:
+        joined = join(path, edges, lambda p: p[1], lambda e: e[0], lambda p, e: (p[0], e[1]))
+        return (edges + joined).distinct()
+
+    return integral(fixpoint(step, ZSet()))
+
+
+_EDGE = st.tuples(st.integers(0, 3), st.integers(0, 3))
+
+
+@given(start=st.sets(_EDGE, max_size=6),
+       commits=st.lists(st.dictionaries(_EDGE, st.sampled_from([1, -1]), min_size=1,
+                                        max_size=4), min_size=1, max_size=4))
+def test_oracle_reference_model_transitive_closure(start, commits):
+    """The reference model as the oracle of ``DbspStratum``: for a stream of edge changes
+    (the initial edges at time 0, then one commit per time), ``incremental(↑Q) = D∘↑Q∘I``
+    is the stream of changes of the closure; the engine's delta of ``path`` at each commit
+    must be that change."""
+    engine = DbspComposer(load_program(TC), {"edge": start})
+    edges = set(start)
+    changes = [ZSet.from_set(start)]
+    for commit in commits:
+        # Effective changes only (what a Delta table's change feed carries).
+        d = {e: w for e, w in commit.items() if (w > 0) != (e in edges)}
+        edges = (edges | {e for e, w in d.items() if w > 0}) - {e for e, w in d.items() if w < 0}
+        changes.append(ZSet(d))
+    expected = incremental(lift(_closure))(Stream(changes, ZSet()))
+    assert expected[0] == ZSet.from_set(engine.relation("path"))
+    for t, commit in enumerate(commits, start=1):
+        got = engine.apply({"edge": dict(commit)})
+        assert ZSet(got.get("path", {})) == expected[t], (t, commit)
+
+
+def _work(n: int) -> tuple[int, int]:
+    """Iterator operations of one insert and one delete in a small component, beside
+    ``n`` unrelated 3-node chains (the same depth whatever n)."""
+    engine = DbspComposer(load_program(TC), {"edge": chains_beside(n)})
+    engine.apply({"edge": {(3, 0): 1}})
+    ins = sum(w["iterator_ops"] for w in engine.work)
+    engine.apply({"edge": {(1, 2): -1}})
+    dele = sum(w["iterator_ops"] for w in engine.work)
+    return ins, dele
+
+
+def test_work_follows_the_change_not_the_data():
+    small, large = _work(50), _work(800)
+    assert small == large

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sortedcontainers import SortedList
 
+from engine.analysis.analyze import load_program
 from engine.analysis.containment import supersets
-from engine.evaluate import load_program
 from engine.ivm.rule import RuleMaintainer, WorkCounters
 from engine.ivm.surgery import tree_surgery
 from engine.join.ceil_trie import CeilTrieIterator

@@ -8,21 +8,23 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from engine.analysis.analyze import load_program
 from engine.errors import DataError
-from engine.evaluate import evaluate, load_program
+from engine.evaluate import evaluate
 from engine.runtime import IncrementalEngine
-from tests.engine.programs import DOMAIN, EDB_ARITY, apply_and_check_deltas, edb_data, programs
+from tests.engine.programs import (
+    DOMAIN,
+    apply_and_check_deltas,
+    as_deltas,
+    edb_changes,
+    edb_data,
+    programs,
+)
 
 
 def _recompute(prog, engine):
     edb = {name: engine.relation(name) for name in prog.edb}
     return evaluate(prog, edb)
-
-
-def _changes():
-    row = st.one_of(*[st.tuples(st.just(n), st.tuples(*([DOMAIN] * a)))
-                      for n, a in EDB_ARITY.items()])
-    return st.lists(st.tuples(row, st.sampled_from([1, -1])), min_size=1, max_size=6)
 
 
 class SensitivityOracle(RuleBasedStateMachine):
@@ -35,11 +37,9 @@ class SensitivityOracle(RuleBasedStateMachine):
         self.prog = load_program(text)
         self.engine = IncrementalEngine(self.prog, data, "sensitivity")
 
-    @rule(batch=_changes())
+    @rule(batch=edb_changes())
     def commit(self, batch):
-        deltas: dict[str, dict] = {}
-        for (name, row), w in batch:
-            deltas.setdefault(name, {})[row] = w
+        deltas = as_deltas(batch)
         note(f"apply {deltas}")
         apply_and_check_deltas(self.engine, self.prog, deltas)
 
@@ -55,14 +55,12 @@ class SensitivityOracle(RuleBasedStateMachine):
 TestSensitivityOracle = SensitivityOracle.TestCase
 
 
-@given(text=programs(recursion=False, complements=True), data=edb_data(), batch=_changes())
+@given(text=programs(recursion=False, complements=True), data=edb_data(), batch=edb_changes())
 def test_differential_batch_equals_singletons(text, data, batch):
     prog = load_program(text)
     a = IncrementalEngine(prog, data, "sensitivity")
     b = IncrementalEngine(prog, data, "sensitivity")
-    deltas: dict[str, dict] = {}
-    for (name, row), w in batch:
-        deltas.setdefault(name, {})[row] = w
+    deltas = as_deltas(batch)
     a.apply(deltas)
     for name, d in deltas.items():
         for row, w in d.items():
@@ -71,7 +69,7 @@ def test_differential_batch_equals_singletons(text, data, batch):
         assert a.relation(p) == b.relation(p)
 
 
-@given(text=programs(recursion=False, complements=True), data=edb_data(), batch=_changes())
+@given(text=programs(recursion=False, complements=True), data=edb_data(), batch=edb_changes())
 def test_differential_insert_then_delete_is_identity(text, data, batch):
     prog = load_program(text)
     engine = IncrementalEngine(prog, data, "sensitivity")
@@ -114,14 +112,12 @@ SHAPES = [
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@given(data=edb_data(), steps=st.lists(_changes(), min_size=1, max_size=8))
+@given(data=edb_data(), steps=st.lists(edb_changes(), min_size=1, max_size=8))
 def test_oracle_shapes_equal_recompute(shape, data, steps):
     prog = load_program(EDB_DECLS_TEXT + shape + "\n")
     engine = IncrementalEngine(prog, data, "sensitivity")
     for batch in steps:
-        deltas: dict[str, dict] = {}
-        for (name, row), w in batch:
-            deltas.setdefault(name, {})[row] = w
+        deltas = as_deltas(batch)
         engine.apply(deltas)
         expected = _recompute(prog, engine)
         for p in prog.idb:

@@ -2,7 +2,7 @@
 maintenance example and its change oracle, tree surgery on A(x,y,z), interval trees, the
 max-scan of maxsales, and the float total of {2^500, -1}."""
 
-from engine.evaluate import load_program
+from engine.analysis.analyze import load_program
 from engine.ivm.aggregates import ExactSum, GroupAggregates
 from engine.ivm.rule import RuleMaintainer, WorkCounters
 from engine.ivm.scan_tree import IntervalTree, ScanTree

@@ -4,7 +4,7 @@ not clocks: iterator operations and oracle regions."""
 
 import pytest
 
-from engine.evaluate import load_program
+from engine.analysis.analyze import load_program
 from engine.runtime import IncrementalEngine, RecomputeEngine
 
 PROGRAM = """

@@ -1,0 +1,69 @@
+"""Analysis of a parsed program: the passes, in order, and the analyzed program.
+
+    predicates  declarations, arities, functional form       (DL203, DL205, DL207)
+    safety      range restriction, aggregates                (DL201, DL208)
+    typecheck   column types from declarations and constants (DL204)
+    stratify    strata in evaluation order                   (DL202)
+
+then the schemas of undeclared predicates (typed by inference) and the program's facts.
+"""
+
+from collections import defaultdict
+
+from engine.analysis.common import collect_uses
+from engine.analysis.predicates import predicates
+from engine.analysis.program import AnalyzedProgram, RelationSchema
+from engine.analysis.safety import safety
+from engine.analysis.stratify import stratify
+from engine.analysis.typecheck import typecheck
+from engine.semantics import coerce
+from engine.syntax.ast import Atom, Column, Program
+from engine.syntax.parser import parse_program
+from engine.values import Row
+
+
+def analyze(program: Program) -> AnalyzedProgram:
+    """Run every pass; raise ``AnalysisError`` (DL2xx) with the location of the first error."""
+    decls = predicates(program)
+    safety(program)
+    types = typecheck(program, decls)
+    idb = {r.head.pred for r in program.rules}
+    preds: dict[str, Atom] = {}
+    for atom, _ in collect_uses(program):
+        preds.setdefault(atom.pred, atom)
+    schemas: dict[str, RelationSchema] = {}
+    for name in sorted(set(preds) | set(decls)):
+        if name in decls:
+            d = decls[name]
+            schemas[name] = RelationSchema(name, d.columns, d.functional, True)
+            continue
+        atom = preds[name]
+        cols = tuple(
+            Column(f"c{i}", types.col(name, i) or "string") for i in range(len(atom.args))
+        )
+        schemas[name] = RelationSchema(name, cols, atom.functional, False)
+    strata, deps = stratify(program, idb)
+    facts: dict[str, set[Row]] = defaultdict(set)
+    for f in program.facts:
+        schema = schemas[f.pred]
+        facts[f.pred].add(
+            tuple(
+                coerce(a.value, c.type)  # type: ignore[union-attr]
+                for a, c in zip(f.args, schema.columns, strict=True)
+            )
+        )
+    edb = tuple(sorted(set(schemas) - idb))
+    return AnalyzedProgram(
+        program=program,
+        schemas=schemas,
+        edb=edb,
+        idb=tuple(sorted(idb)),
+        strata=tuple(strata),
+        dependencies=deps,
+        facts={k: frozenset(v) for k, v in facts.items()},
+    )
+
+
+def load_program(text: str, file: str = "<program>") -> AnalyzedProgram:
+    """Parse and analyze; raises ``DeltalogError`` (DL1xx/DL2xx) on a bad program."""
+    return analyze(parse_program(text, file))
