@@ -61,7 +61,7 @@ def _silenced_stderr() -> Iterator[None]:
 
 
 def _start_spark() -> None:
-    from pipelines.spark_session import make_spark_session
+    from pipelines.spark.session import make_spark_session
 
     with _silenced_stderr():
         make_spark_session("deltalog-demo").sparkContext.setLogLevel("ERROR")

@@ -55,7 +55,7 @@ def spark_recompute(
     """``wanted`` IDB relations recomputed on Spark from the tables in ``versions`` (table ->
     version; tables not listed are empty to the backend), each as an Arrow table in its
     declared schema."""
-    from pipelines.spark_backend import recompute
+    from pipelines.spark.compiler import recompute
 
     frames = {
         pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)

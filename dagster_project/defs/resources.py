@@ -61,7 +61,7 @@ class SparkResource(dg.ConfigurableResource):
     def session(self) -> "SparkSession":
         from pyspark.sql import SparkSession
 
-        from pipelines.spark_session import make_spark_session
+        from pipelines.spark.session import make_spark_session
 
         # Reuse the process's session as is (the builder would warn about ignored settings).
         active = SparkSession.getActiveSession()

@@ -141,7 +141,7 @@ def test_first_rebuild_creates_and_stamps_the_tables(tmp_path, spark):
 CHILD = """
 import sys
 from pipelines.run import StratumRun
-from pipelines.spark_session import FAST_START_CONF, make_spark_session
+from pipelines.spark.session import FAST_START_CONF, make_spark_session
 from pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
 spark = make_spark_session("rebuild-child", FAST_START_CONF)

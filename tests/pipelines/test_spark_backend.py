@@ -4,7 +4,6 @@ Each test runs one small program on hand-made data through ``recompute`` and thr
 ``evaluate_naive`` and compares every IDB relation, its column names and Spark types.
 """
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -20,9 +19,12 @@ from engine.analysis.analyze import load_program
 from engine.errors import DataError, NotSupportedError
 from engine.naive import evaluate_naive
 from engine.values import Row
-from pipelines import spark_backend
-from pipelines.spark_backend import _plan, recompute
-from pipelines.spark_session import collect_rows, spark_schema, to_spark
+from pipelines.spark import columns
+from pipelines.spark.compiler import recompute
+from pipelines.spark.plan import plan_rule
+from pipelines.spark.session import collect_rows, to_spark
+from schemas.relation import spark_schema
+from tests.pipelines.spark_rows import collect_all
 
 pytestmark = pytest.mark.spark
 
@@ -50,25 +52,6 @@ def run(
         assert len(rows) == len(set(rows)), f"{name} has duplicate rows"
         assert set(rows) == set(expected[name]), name
     return {name: set(rows) for name, rows in expected.items()}
-
-
-def collect_all(got: Mapping[str, DataFrame]) -> dict[str, list[Row]]:
-    """Every relation's rows in one Spark job (a job per relation is slow on a small machine):
-    rows travel as JSON objects, whose numbers round-trip exactly (ints and doubles)."""
-    parts = []
-    for name, df in got.items():
-        row = F.to_json(F.struct(*[F.col(c) for c in df.columns])) if df.columns else F.lit("{}")
-        parts.append(df.select(F.lit(name).alias("rel"), row.alias("row")))
-    out: dict[str, list[Row]] = {name: [] for name in got}
-    if not parts:
-        return out
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.union(part)
-    for rel, text in union.collect():
-        obj = json.loads(text)
-        out[rel].append(tuple(obj[c] for c in got[rel].columns))
-    return out
 
 
 def test_transitive_closure_with_cycle(spark: SparkSession) -> None:
@@ -322,14 +305,14 @@ def test_arrow_input_preds_and_given_idb(spark: SparkSession) -> None:
 def test_planner_avoids_cross_joins() -> None:
     prog = load_program("p(x, y) :- q(x), r(y), x = y + 1.\nc(x, y) :- q(x), r(y), x < y.")
     connected, crossed = prog.program.rules
-    plan = _plan(connected, prog.schemas)
+    plan = plan_rule(connected, prog.schemas)
     assert plan.crosses == 0
     assert [s.kind for s in plan.steps] == ["atom", "assign", "atom"]
-    assert _plan(crossed, prog.schemas).crosses == 1
+    assert plan_rule(crossed, prog.schemas).crosses == 1
 
 
 def test_debian_program(spark: SparkSession) -> None:
-    text = (ROOT / "pipelines" / "debian" / "program.dl").read_text()
+    text = (ROOT / "examples" / "debian" / "program.dl").read_text()
     packages = [
         ("app", "1.0", "utils"),
         ("libfoo", "2.1", "libs"),
@@ -375,7 +358,7 @@ def test_not_supported_names_rule_and_location(
     without Arrow aggregate UDFs) raises DL901 at the rule's line:column, naming the rule."""
     text = ".decl v(g: int, x: float)\n\nt[g] = s <- agg<<s = total(x)>> v(g, x).\n"
     prog = load_program(text, "prog.dl")
-    monkeypatch.setattr(spark_backend, "_FSUM", [])
+    monkeypatch.setattr(columns, "_FSUM", [])
     monkeypatch.delattr(F, "arrow_udf")
     with pytest.raises(NotSupportedError) as err:
         recompute(spark, prog, {"v": to_spark(spark, prog.schemas["v"], [(1, 1.0)])})
@@ -397,6 +380,6 @@ def test_unorderable_body_is_not_supported() -> None:
     (rule,) = prog.program.rules
     bad = dataclasses.replace(rule, body=(*rule.body, Compare(">", Var("y"), Const(1))))
     with pytest.raises(NotSupportedError) as err:
-        _plan(bad, prog.schemas)
+        plan_rule(bad, prog.schemas)
     assert str(err.value).startswith("prog.dl:2:1: error DL901: Spark backend: cannot order")
     assert "(rule p(x) :- q(x), y > 1.)" in str(err.value)

@@ -29,11 +29,11 @@ from engine.syntax.ast import Atom, Negation, Program, Rule
 from engine.syntax.parser import parse_program
 from engine.values import Row
 from pipelines.facts import load_facts_dir
-from pipelines.spark_backend import recompute
-from pipelines.spark_session import to_spark
+from pipelines.spark.compiler import recompute
+from pipelines.spark.session import to_spark
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import edb_data, programs
-from tests.pipelines.test_spark_backend import collect_all
+from tests.pipelines.spark_rows import collect_all
 
 pytestmark = pytest.mark.spark
 

@@ -3,35 +3,32 @@
 An implementation independent of the engine (binary hash joins, anti-joins, group-by and a
 semi-naive loop instead of leapfrog triejoin), used as the oracle for incremental results, for
 rebuilds, and for data that outgrows one machine. Program text is data: no SQL is built from it.
+The order of each body is ``plan``'s, its expressions are ``columns``'.
 """
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
-from engine.analysis.safety import bound_vars
-from engine.errors import FUNCTIONAL_CONFLICT, NOT_SUPPORTED, DataError, NotSupportedError
-from engine.syntax.ast import (
-    Atom,
-    BinOp,
-    Compare,
-    Const,
-    Expr,
-    Negation,
-    Rule,
-    Value,
-    Var,
-    expr_vars,
-)
+from engine.analysis.program import AnalyzedProgram, Stratum
+from engine.errors import FUNCTIONAL_CONFLICT, DataError, NotSupportedError
+from engine.syntax.ast import Atom, Compare, Const, Negation, Rule, Value, Var
 from engine.values import format_fact
-from pipelines.spark_session import SPARK_TYPES, conform
+from pipelines.spark.columns import (
+    DOUBLE,
+    LONG,
+    compare,
+    equal,
+    exact_total,
+    expr_column,
+    lit_column,
+)
+from pipelines.spark.plan import Plan, plan_rule, unsupported
+from pipelines.spark.session import conform
+from schemas.relation import spark_type
 
 # Internal relations have positional columns c0..c{n-1}; rule bodies name variables v0..vN;
 # a few helper columns use other prefixes. Program names never reach Spark (Spark resolves
@@ -46,295 +43,6 @@ _OBSERVATION_TIMEOUT_S = 10.0
 
 def _col(i: int) -> str:
     return f"c{i}"
-
-
-def _unsupported(message: str, rule: Rule | None = None) -> NotSupportedError:
-    """DL901 at the rule's line:column, naming the rule (``rule_df`` adds both to errors
-    raised where the rule is not known)."""
-    where = rule.loc if rule is not None else None
-    text = f"Spark backend: {message}" + (f" (rule {rule})" if rule is not None else "")
-    return NotSupportedError(text, where, NOT_SUPPORTED)
-
-
-# ---------------------------------------------------------------------------------------
-# Planning: an order of body items in which every step can run, as few cross joins as possible.
-
-
-@dataclass(frozen=True)
-class _Step:
-    kind: str  # "atom" (join/cross join), "filter", "assign", "neg" (anti-join)
-    index: int  # position in rule.body
-    target: str | None = None  # assign: the variable bound
-    source: Expr | None = None  # assign: its expression
-
-
-@dataclass
-class _Plan:
-    steps: list[_Step]
-    crosses: int
-    types: dict[str, str]  # deltalog type of every bound variable
-    bound: frozenset[str] = field(default_factory=frozenset)
-
-
-def _expr_type(expr: Expr, types: Mapping[str, str]) -> str:
-    if isinstance(expr, Var):
-        return types[expr.name]
-    if isinstance(expr, Const):
-        v = expr.value
-        return "string" if isinstance(v, str) else "float" if isinstance(v, float) else "int"
-    lt, rt = _expr_type(expr.left, types), _expr_type(expr.right, types)
-    return "int" if lt == rt == "int" else "float"
-
-
-def _all_bound(rule: Rule) -> frozenset[str]:
-    """Variables bound by positive atoms and assignments (the rest are existential inside
-    negations): the analysis' own definition."""
-    return frozenset(bound_vars(rule))
-
-
-def _simulate(
-    rule: Rule, schemas: Mapping[str, RelationSchema], start: int | None, all_bound: frozenset[str]
-) -> _Plan:
-    body = rule.body
-    atoms = [i for i, it in enumerate(body) if isinstance(it, Atom)]
-    others = [i for i, it in enumerate(body) if not isinstance(it, Atom)]
-    bound: set[str] = set()
-    types: dict[str, str] = {}
-    steps: list[_Step] = []
-    crosses = 0
-
-    def join_atom(i: int) -> None:
-        atom = body[i]
-        assert isinstance(atom, Atom)
-        cols = schemas[atom.pred].columns
-        for arg, col in zip(atom.args, cols, strict=True):
-            if isinstance(arg, Var) and arg.name not in types:
-                types[arg.name] = col.type
-        bound.update(atom.vars)
-        atoms.remove(i)
-        steps.append(_Step("atom", i))
-
-    def drain() -> None:
-        progress = True
-        while progress:
-            progress = False
-            for i in list(others):
-                item = body[i]
-                if not isinstance(item, Compare):
-                    continue
-                if item.vars <= bound:
-                    steps.append(_Step("filter", i))
-                    others.remove(i)
-                    progress = True
-                    continue
-                if item.op != "=":
-                    continue
-                for target, source in ((item.left, item.right), (item.right, item.left)):
-                    if (
-                        isinstance(target, Var)
-                        and target.name not in bound
-                        and expr_vars(source) <= bound
-                    ):
-                        types[target.name] = _expr_type(source, types)
-                        bound.add(target.name)
-                        steps.append(_Step("assign", i, target.name, source))
-                        others.remove(i)
-                        progress = True
-                        break
-            for i in list(others):
-                item = body[i]
-                if isinstance(item, Negation) and (item.atom.vars & all_bound) <= bound:
-                    steps.append(_Step("neg", i))
-                    others.remove(i)
-
-    if start is not None:
-        join_atom(start)
-    drain()
-    while atoms:
-        # Prefer atoms joined on shared variables (the most first), then atoms without
-        # variables (semi-join filters); otherwise a cross join is unavoidable.
-        def rank(i: int) -> tuple[bool, int, int]:
-            vs = body[i].vars  # type: ignore[union-attr]
-            return (bool(vs & bound) or not vs, len(vs & bound), -i)
-
-        best = max(atoms, key=rank)
-        if not rank(best)[0] and steps:
-            crosses += 1
-        join_atom(best)
-        drain()
-    if others:
-        raise _unsupported("cannot order the body (an unsafe rule?)", rule)
-    return _Plan(steps, crosses, types, frozenset(bound))
-
-
-def _plan(rule: Rule, schemas: Mapping[str, RelationSchema], prefer: int | None = None) -> _Plan:
-    """The plan with the fewest cross joins; ties go to starting at ``prefer`` (a delta atom),
-    then to the earliest atom."""
-    all_bound = _all_bound(rule)
-    starts = [i for i, it in enumerate(rule.body) if isinstance(it, Atom)]
-    if not starts:
-        return _simulate(rule, schemas, None, all_bound)
-    if prefer is not None:
-        starts.remove(prefer)
-        starts.insert(0, prefer)
-    best: _Plan | None = None
-    for s in starts:
-        plan = _simulate(rule, schemas, s, all_bound)
-        if best is None or plan.crosses < best.crosses:
-            best = plan
-        if best.crosses == 0:
-            break
-    assert best is not None
-    return best
-
-
-# ---------------------------------------------------------------------------------------
-# Expressions: Column arithmetic with the engine's semantics, no SQL text.
-
-_DOUBLE = T.DoubleType()
-_LONG = T.LongType()
-
-
-def _lit(value: Value) -> tuple[Column, str]:
-    if isinstance(value, bool):
-        raise _unsupported(f"boolean constant {value!r}")
-    if isinstance(value, int):
-        return F.lit(value).cast(_LONG), "int"
-    if isinstance(value, float):
-        return F.lit(value).cast(_DOUBLE), "float"
-    return F.lit(value), "string"
-
-
-def _expr(expr: Expr, names: Mapping[str, str], types: Mapping[str, str]) -> tuple[Column, str]:
-    """The Column computing ``expr`` (null where the engine has no result) and its type."""
-    if isinstance(expr, Var):
-        return F.col(names[expr.name]), types[expr.name]
-    if isinstance(expr, Const):
-        return _lit(expr.value)
-    if not isinstance(expr, BinOp):
-        raise _unsupported(f"expression {expr!r}")
-    a, ta = _expr(expr.left, names, types)
-    b, tb = _expr(expr.right, names, types)
-    if "string" in (ta, tb):
-        raise _unsupported(f"arithmetic on a string in {expr}")
-    if ta == tb == "int":
-        if expr.op == "/":
-            # Spark's integral `div` truncates toward zero; guarded so that ANSI mode never
-            # sees a zero divisor (no result, like the engine).
-            return F.when(b != 0, F.call_function("div", a, b)), "int"
-        if expr.op == "%":
-            return F.try_mod(a, b), "int"  # sign of the dividend; null on zero
-    else:
-        a, b = a.cast(_DOUBLE), b.cast(_DOUBLE)
-        if expr.op == "/":
-            return F.try_divide(a, b), "float"
-        if expr.op == "%":
-            return F.try_mod(a, b), "float"  # fmod
-    t = "int" if ta == tb == "int" else "float"
-    if expr.op == "+":
-        return a + b, t
-    if expr.op == "-":
-        return a - b, t
-    if expr.op == "*":
-        return a * b, t
-    raise _unsupported(f"arithmetic operator {expr.op!r}")
-
-
-_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
-    "=": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
-_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-def _eq(a: Column, ta: str, b: Column, tb: str) -> Column:
-    """``a == b`` with the engine's (Python's) semantics. An int equals a float only when
-    the float is integral and the same integer: Spark would compare ``double(int)``, which
-    makes 2**53 + 1 equal 2.0**53. Written as an equality of longs, so that a join on it
-    stays a hash join."""
-    if {ta, tb} != {"int", "float"}:
-        return a == b
-    if ta == "float":
-        a, b = b, a
-    whole = _whole(b)
-    return F.coalesce((a == whole) & (whole.cast(_DOUBLE) == b), F.lit(False))
-
-
-def _whole(b: Column) -> Column:
-    """A float truncated to a long; null beyond the longs (and for NaN), where Spark's cast
-    would saturate."""
-    return F.when((b >= F.lit(-(2.0**63))) & (b < F.lit(2.0**63)), b.try_cast(_LONG))
-
-
-def _compare(op: str, a: Column, ta: str, b: Column, tb: str) -> Column:
-    """``a op b`` with the engine's semantics: exact between an int and a float (see
-    ``_eq``), and nothing but ``!=`` holds against a float NaN."""
-    if op == "=":
-        eq = _eq(a, ta, b, tb)
-        for c, t in ((a, ta), (b, tb)):
-            if t == "float":
-                eq = eq & ~F.isnan(c)
-        return eq
-    if op == "!=":
-        return (
-            ~_eq(a, ta, b, tb)
-            | (F.isnan(a) if ta == "float" else F.lit(False))
-            | (F.isnan(b) if tb == "float" else F.lit(False))
-        )
-    nan = F.lit(False)
-    for c, t in ((a, ta), (b, tb)):
-        if t == "float":
-            nan = nan | F.isnan(c)
-    if {ta, tb} != {"int", "float"}:
-        return ~nan & _COMPARE[op](a, b)
-    if ta == "float":
-        a, b, op = b, a, _FLIP[op]
-    # a: int, b: float. double(a) is a rounded to the nearest double, so whenever it differs
-    # from b it is on the same side of b as a; when it equals b, b is integral and a is
-    # compared with it as a long (b = 2.0**63 is beyond every long).
-    da = a.cast(_DOUBLE)
-    whole = _whole(b)
-    sign = (
-        F.when(da < b, -1)
-        .when(da > b, 1)
-        .when(whole.isNull(), -1)
-        .when(a < whole, -1)
-        .when(a > whole, 1)
-        .otherwise(0)
-    )
-    return ~nan & _COMPARE[op](sign, F.lit(0))
-
-
-# ---------------------------------------------------------------------------------------
-# Exact float totals: math.fsum over each group, in an Arrow grouped-aggregate UDF.
-
-
-def _make_fsum_udf() -> Callable[[Column], Column]:
-    # Defined inside a function so that cloudpickle ships it by value: Python workers need
-    # not import this package.
-    def fsum(values: pa.Array) -> float:
-        return math.fsum(values.to_numpy(zero_copy_only=False))
-
-    if not hasattr(F, "arrow_udf"):
-        raise _unsupported("total() needs pyspark >= 4.1 (Arrow grouped-aggregate UDFs)")
-    return F.arrow_udf(fsum, "double")  # type: ignore[call-overload, no-any-return]
-
-
-_FSUM: list[Callable[[Column], Column]] = []
-
-
-def _fsum(column: Column) -> Column:
-    if not _FSUM:
-        _FSUM.append(_make_fsum_udf())
-    return _FSUM[0](column)
-
-
-# ---------------------------------------------------------------------------------------
-# The compiler.
 
 
 def _materialize(df: DataFrame, **metrics: Column) -> tuple[DataFrame, dict[str, int]]:
@@ -360,23 +68,23 @@ class _Compiler:
         self.spark = spark
         self.prog = prog
         self.rels: dict[str, DataFrame] = {}
-        self.plans: dict[tuple[int, int | None], tuple[Rule, _Plan]] = {}
+        self.plans: dict[tuple[int, int | None], tuple[Rule, Plan]] = {}
 
     # -- relations -------------------------------------------------------------------------
 
     def internal_schema(self, name: str) -> T.StructType:
         cols = self.prog.schemas[name].columns
         return T.StructType(
-            [T.StructField(_col(i), SPARK_TYPES[c.type], True) for i, c in enumerate(cols)]
+            [T.StructField(_col(i), spark_type(c.type), True) for i, c in enumerate(cols)]
         )
 
     def from_rows(self, name: str, rows: Iterable[tuple[Value, ...]]) -> DataFrame:
         return self.spark.createDataFrame(list(rows), self.internal_schema(name))
 
-    def plan(self, rule: Rule, prefer: int | None = None) -> _Plan:
+    def plan(self, rule: Rule, prefer: int | None = None) -> Plan:
         key = (id(rule), prefer)
         if key not in self.plans:
-            self.plans[key] = (rule, _plan(rule, self.prog.schemas, prefer))
+            self.plans[key] = (rule, plan_rule(rule, self.prog.schemas, prefer))
         return self.plans[key][1]
 
     # -- one rule ----------------------------------------------------------------------------
@@ -395,11 +103,11 @@ class _Compiler:
         types = [c.type for c in self.prog.schemas[atom.pred].columns]
         for i, arg in enumerate(atom.args):
             if isinstance(arg, Const):
-                value, t = _lit(arg.value)
-                conds.append(_eq(F.col(_col(i)), types[i], value, t))
+                value, t = lit_column(arg.value)
+                conds.append(equal(F.col(_col(i)), types[i], value, t))
             elif arg.name in first:
                 j = first[arg.name]
-                conds.append(_eq(F.col(_col(i)), types[i], F.col(_col(j)), types[j]))
+                conds.append(equal(F.col(_col(i)), types[i], F.col(_col(j)), types[j]))
             else:
                 first[arg.name] = i
         df = rel
@@ -414,7 +122,7 @@ class _Compiler:
         return df.select(*cols)
 
     def body(
-        self, rule: Rule, plan: _Plan, lookup: Callable[[int, str], DataFrame]
+        self, rule: Rule, plan: Plan, lookup: Callable[[int, str], DataFrame]
     ) -> tuple[DataFrame, dict[str, str]]:
         """All satisfying assignments of the body, one column per bound variable."""
         names = {v: f"v{i}" for i, v in enumerate(sorted(plan.bound))}
@@ -441,10 +149,10 @@ class _Compiler:
                 keep.update(join_names)
                 # A new variable takes its first binder's type (an int column read into a
                 # float variable is widened); a join compares across types like the engine.
-                cast = {v: SPARK_TYPES[types[v]] for v in new if col_types[v] != types[v]}
+                cast = {v: spark_type(types[v]) for v in new if col_types[v] != types[v]}
                 right = self.atom_df(rel, item, keep, cast)
                 cond = [
-                    _eq(F.col(names[v]), types[v], F.col(join_names[v]), col_types[v])
+                    equal(F.col(names[v]), types[v], F.col(join_names[v]), col_types[v])
                     for v in shared
                 ]
                 if cur is None:
@@ -461,12 +169,12 @@ class _Compiler:
                 cur = self.spark.range(1).select(F.lit(1).alias(_UNIT))
             if step.kind == "filter":
                 assert isinstance(item, Compare)
-                left, lt = _expr(item.left, names, types)
-                right_c, rt = _expr(item.right, names, types)
-                cur = cur.filter(_compare(item.op, left, lt, right_c, rt))
+                left, lt = expr_column(item.left, names, types)
+                right_c, rt = expr_column(item.right, names, types)
+                cur = cur.filter(compare(item.op, left, lt, right_c, rt))
             elif step.kind == "assign":
                 assert step.target is not None and step.source is not None
-                value, _ = _expr(step.source, names, types)
+                value, _ = expr_column(step.source, names, types)
                 out = names[step.target]
                 cur = cur.withColumn(out, value).filter(F.col(out).isNotNull())
                 bound.add(step.target)
@@ -482,7 +190,7 @@ class _Compiler:
                         neg_types.setdefault(a.name, c.type)
                 if keys:
                     cond = [
-                        _eq(F.col(names[v]), types[v], F.col(neg_names[v]), neg_types[v])
+                        equal(F.col(names[v]), types[v], F.col(neg_names[v]), neg_types[v])
                         for v in keys
                     ]
                     cur = cur.join(right, on=cond, how="left_anti")
@@ -490,7 +198,7 @@ class _Compiler:
                     right = right.select(F.lit(1).alias(_NEG_KEY)).limit(1)
                     cur = cur.join(right, how="left_anti")
             else:  # pragma: no cover - the planner makes only the kinds above
-                raise _unsupported(f"plan step {step.kind}", rule)
+                raise unsupported(f"plan step {step.kind}", rule)
         if cur is None:
             cur = self.spark.range(1).select(F.lit(1).alias(_UNIT))
         return cur, names
@@ -504,7 +212,7 @@ class _Compiler:
         except NotSupportedError as err:
             if err.where is not None:
                 raise
-            raise _unsupported(err.message.removeprefix("Spark backend: "), rule) from None
+            raise unsupported(err.message.removeprefix("Spark backend: "), rule) from None
 
     def _rule_df(
         self, rule: Rule, lookup: Callable[[int, str], DataFrame], prefer: int | None = None
@@ -512,10 +220,10 @@ class _Compiler:
         plan = self.plan(rule, prefer)
         df, names = self.body(rule, plan, lookup)
         schema = self.prog.schemas[rule.head.pred]
-        spark_types = [SPARK_TYPES[c.type] for c in schema.columns]
+        spark_types = [spark_type(c.type) for c in schema.columns]
 
         def term(arg: Var | Const, i: int) -> Column:
-            c = F.col(names[arg.name]) if isinstance(arg, Var) else _lit(arg.value)[0]
+            c = F.col(names[arg.name]) if isinstance(arg, Var) else lit_column(arg.value)[0]
             return c.cast(spark_types[i]).alias(_col(i))
 
         agg = rule.aggregate
@@ -530,22 +238,22 @@ class _Compiler:
             result = F.count(F.lit(1))
         else:
             if agg.arg is None:
-                raise _unsupported(f"aggregate {agg.func}() without an argument", rule)
+                raise unsupported(f"aggregate {agg.func}() without an argument", rule)
             arg = F.col(names[agg.arg.name])
             if agg.func == "sum":
                 # Float sums are exact and correctly rounded, as in the engine (whatever
                 # the order of the rows); integer sums are exact anyway.
                 dtype = df.schema[names[agg.arg.name]].dataType
                 floating = isinstance(dtype, T.DoubleType | T.FloatType)
-                result = _fsum(arg.cast(_DOUBLE)) if floating else F.sum(arg)
+                result = exact_total(arg.cast(DOUBLE)) if floating else F.sum(arg)
             elif agg.func == "min":
                 result = F.min(arg)
             elif agg.func == "max":
                 result = F.max(arg)
             elif agg.func == "total":
-                result = _fsum(arg.cast(_DOUBLE))
+                result = exact_total(arg.cast(DOUBLE))
             else:
-                raise _unsupported(f"aggregate {agg.func}()", rule)
+                raise unsupported(f"aggregate {agg.func}()", rule)
         # Grouping by a constant when there are no key variables: an empty body gives no row.
         by = [F.col(g) for g in group] if group else [F.lit(0).alias(_GROUP)]
         out = df.groupBy(*by).agg(result.alias(_RESULT))
@@ -663,7 +371,7 @@ class _Compiler:
                     .withColumn(_NEW, F.lit(False))
                     .union(fresh.withColumn(_NEW, F.lit(True))),
                     rows=F.count(F.lit(1)),
-                    new=F.sum(F.col(_NEW).cast(_LONG)),
+                    new=F.sum(F.col(_NEW).cast(LONG)),
                 )
                 checkpointed.add(name)
                 full[name] = state.drop(_NEW)

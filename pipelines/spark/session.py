@@ -1,8 +1,8 @@
 """The one way this project starts Spark and moves relations in and out of it.
 
 Session settings that behave on a small local machine (2 cores, a few GB: few shuffle
-partitions, no UI, loopback only), the Spark form of a
-relation schema, and conversions between Python rows / Arrow tables and DataFrames.
+partitions, no UI, loopback only), and conversions between Python rows / Arrow tables and
+DataFrames (a relation's Spark schema is ``schemas.relation.spark_schema``).
 """
 
 import os
@@ -18,6 +18,7 @@ from engine.analysis.program import RelationSchema
 from engine.errors import BAD_VALUE, DataError
 from engine.semantics import coerce
 from engine.values import Value
+from schemas.relation import arrow_schema, spark_schema, spark_type
 
 SPARK_CONF: dict[str, str] = {
     "spark.master": "local[2]",
@@ -33,18 +34,6 @@ SPARK_CONF: dict[str, str] = {
 # work rarely pays off in a run of seconds; here it halved the Spark test suite's time.
 FAST_START_CONF: dict[str, str] = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-}
-
-SPARK_TYPES: dict[str, T.DataType] = {
-    "int": T.LongType(),
-    "float": T.DoubleType(),
-    "string": T.StringType(),
-}
-
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "int": pa.int64(),
-    "float": pa.float64(),
-    "string": pa.string(),
 }
 
 _PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -77,17 +66,6 @@ def make_spark_session(
     return spark
 
 
-def spark_schema(schema: RelationSchema, nullable: bool = False) -> T.StructType:
-    """The Spark schema of a relation: its column names, int/float/string as long/double/string.
-
-    Deltalog values are never null, hence ``nullable=False`` by default; DataFrames computed
-    by Spark usually report nullable columns, so compare names and types, not nullability.
-    """
-    return T.StructType(
-        [T.StructField(c.name, SPARK_TYPES[c.type], nullable) for c in schema.columns]
-    )
-
-
 def conform(df: DataFrame, schema: RelationSchema, names: Sequence[str] | None = None) -> DataFrame:
     """``df`` with its columns (taken by position) cast to the schema's types and renamed to
     ``names`` (default: the schema's column names). Raises DataError DL301 when the number
@@ -111,7 +89,7 @@ def conform(df: DataFrame, schema: RelationSchema, names: Sequence[str] | None =
                 schema.name,
                 BAD_VALUE,
             )
-        cols.append(F.col(f"_in{i}").cast(SPARK_TYPES[column.type]).alias(names[i]))
+        cols.append(F.col(f"_in{i}").cast(spark_type(column.type)).alias(names[i]))
     return positional.select(*cols)
 
 
@@ -131,7 +109,7 @@ def to_spark(
                 schema.name,
                 BAD_VALUE,
             )
-        target = pa.schema([pa.field(c.name, ARROW_TYPES[c.type]) for c in schema.columns])
+        target = arrow_schema(schema, nullable=True)
         try:
             table = table.rename_columns(target.names).cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:

@@ -1,0 +1,56 @@
+"""The forms of one relation schema (Arrow, Spark, Dagster) agree on names and types, and
+importing ``schemas`` imports neither pyspark nor dagster (the adapters that never show a
+Spark or Dagster form do not pay for them)."""
+
+import subprocess
+import sys
+
+import pyarrow as pa
+
+from engine.analysis.analyze import load_program
+from schemas.relation import arrow_schema, dagster_table_schema, spark_schema
+
+PROGRAM = ".decl r(k: int, x: float, s: string)\nf[k] = n <- agg<<n = count()>> r(k, _, _).\n"
+
+
+def test_importing_schemas_imports_neither_pyspark_nor_dagster():
+    code = (
+        "import sys, schemas.relation; "
+        "print(sorted(m for m in ('pyspark', 'dagster') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_arrow_spark_and_dagster_forms_agree():
+    from pyspark.sql import types as T
+
+    schema = load_program(PROGRAM).schemas["r"]
+    arrow = arrow_schema(schema)
+    assert arrow == pa.schema(
+        [
+            pa.field("k", pa.int64(), nullable=False),
+            pa.field("x", pa.float64(), nullable=False),
+            pa.field("s", pa.string(), nullable=False),
+        ]
+    )
+    assert all(f.nullable for f in arrow_schema(schema, nullable=True))
+    spark = spark_schema(schema)
+    assert [(f.name, f.dataType, f.nullable) for f in spark.fields] == [
+        ("k", T.LongType(), False),
+        ("x", T.DoubleType(), False),
+        ("s", T.StringType(), False),
+    ]
+    dagster = dagster_table_schema(schema)
+    assert [(c.name, c.type) for c in dagster.columns] == [
+        ("k", "int"),
+        ("x", "float"),
+        ("s", "string"),
+    ]
+
+
+def test_dagster_form_marks_the_functional_value():
+    schema = load_program(PROGRAM).schemas["f"]
+    columns = dagster_table_schema(schema).columns
+    assert "functional value" in (columns[-1].description or "")
+    assert all(not c.constraints.nullable for c in columns)
