@@ -5,8 +5,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from engine.naive import evaluate_naive
+from pipelines import delta_io
+from pipelines.run import StratumRun
 from pipelines.spec import PipelineSpec, load_pipeline
 from pipelines.warehouse import write_edb
+from schemas.relation import arrow_to_rows
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)
@@ -65,3 +69,21 @@ def make_pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
     root = tmp_path / "warehouse"
     write_edb(root, spec, edb_tables(EDGES_V1))
     return spec, root
+
+
+def run_all(spec: PipelineSpec, root) -> dict:
+    """Materialize every stratum in order, outside Dagster; pred -> its StratumResult."""
+    out = {}
+    for i in range(len(spec.program.strata)):
+        for result in StratumRun(root, spec, i).materialize():
+            out[result.pred] = result
+    return out
+
+
+def tables_right(spec: PipelineSpec, root, edges, nodes=None) -> bool:
+    """The IDB tables equal the naive evaluator's result on ``edges`` (the oracle)."""
+    inputs = {"edge": set(edges), "node": set(nodes or NODES), "start": set(START)}
+    tables = {
+        p: arrow_to_rows(delta_io.read_arrow(spec.table_uri(root, p))) for p in spec.idb_tables
+    }
+    return tables == evaluate_naive(spec.program, inputs)

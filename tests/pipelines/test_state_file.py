@@ -9,34 +9,17 @@ import pickle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.run import StratumRun
-from pipelines.spec import PipelineSpec
 from pipelines.state_store import load_state, save_state, state_path
 from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
-from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
+from tests.dagster_project.tiny import (
+    EDGES_V1,
+    edb_tables,
+    make_pipeline,
+    run_all,
+    tables_right,
+)
 
 EDGES_V2 = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7)]
-
-
-def _run_all(spec: PipelineSpec, root) -> dict:
-    out = {}
-    for i in range(len(spec.program.strata)):
-        for result in StratumRun(root, spec, i).materialize():
-            out[result.pred] = result
-    return out
-
-
-def _right(spec: PipelineSpec, root, edges) -> bool:
-    expected = evaluate_naive(
-        spec.program, {"edge": set(edges), "node": set(NODES), "start": set(START)}
-    )
-    tables = {
-        p: arrow_to_rows(delta_io.read_arrow(spec.table_uri(root, p))) for p in spec.idb_tables
-    }
-    return tables == expected
 
 
 class _RunsCode:
@@ -73,12 +56,12 @@ def _apply(blob: bytearray, damage) -> bytearray:
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(damages=st.lists(_damage, min_size=1, max_size=3), change=st.booleans())
-def test_damaged_state_is_rebuilt_or_right(tmp_path_factory, damages, change):
+def test_damaged_state_is_rebuilt_ortables_right(tmp_path_factory, damages, change):
     """Whatever bytes of a saved state are flipped, cut or swapped, the next run either
     rebuilds (and says why) or maintains correctly: the tables equal a recompute."""
     tmp_path = tmp_path_factory.mktemp("damaged")
     spec, root = make_pipeline(tmp_path)
-    _run_all(spec, root)
+    run_all(spec, root)
     path = state_path(root, spec.name, spec.stratum_of("path"))
     original = path.read_bytes()
     blob = bytearray(original)
@@ -89,33 +72,33 @@ def test_damaged_state_is_rebuilt_or_right(tmp_path_factory, damages, change):
     edges = EDGES_V2 if change else EDGES_V1
     if change:
         write_edb(root, spec, edb_tables(edges))
-    result = _run_all(spec, root)["path"]
+    result = run_all(spec, root)["path"]
     if bytes(blob) != original:  # any damage is told: rebuilt, and the notes say why
         assert result.mode == "full" and any("unreadable" in n for n in result.notes)
     else:  # a swap of equal bytes: the state is intact
         assert result.mode == ("incremental" if change else "unchanged")
-    assert _right(spec, root, edges)
+    assert tables_right(spec, root, edges)
 
 
 def test_a_flipped_byte_is_told_by_the_checksum(tmp_path):
     spec, root = make_pipeline(tmp_path)
-    _run_all(spec, root)
+    run_all(spec, root)
     path = state_path(root, spec.name, spec.stratum_of("path"))
     blob = bytearray(path.read_bytes())
     blob[len(blob) // 2] ^= 0x10
     path.write_bytes(bytes(blob))
     assert load_state(path) is None
     write_edb(root, spec, edb_tables(EDGES_V2))
-    results = _run_all(spec, root)
+    results = run_all(spec, root)
     assert results["path"].mode == "full"
     assert any("checksum" in n for n in results["path"].notes)
-    assert _right(spec, root, EDGES_V2)
-    assert _run_all(spec, root)["path"].mode == "unchanged"  # the rebuilt state is good
+    assert tables_right(spec, root, EDGES_V2)
+    assert run_all(spec, root)["path"].mode == "unchanged"  # the rebuilt state is good
 
 
 def test_crafted_state_runs_no_code(tmp_path):
     spec, root = make_pipeline(tmp_path)
-    _run_all(spec, root)
+    run_all(spec, root)
     index = spec.stratum_of("path")
     path = state_path(root, spec.name, index)
     state = load_state(path)
@@ -123,8 +106,8 @@ def test_crafted_state_runs_no_code(tmp_path):
     marker = tmp_path / "ran"
     state.engine = pickle.dumps((1, _RunsCode(str(marker))))
     save_state(path, state)  # a valid checksum: only the engine part is hostile
-    results = _run_all(spec, root)
+    results = run_all(spec, root)
     assert not marker.exists()
     assert results["path"].mode == "full"
     assert any("cannot be read" in n and "UnsafeState" in n for n in results["path"].notes)
-    assert _right(spec, root, EDGES_V1)
+    assert tables_right(spec, root, EDGES_V1)
