@@ -14,14 +14,14 @@ from engine.errors import DeltalogError
 from engine.evaluate import evaluate
 from engine.runtime import STRATEGIES, Delta, make_engine
 from engine.script import parse_script
+from engine.source import decode_source
 from engine.values import Row, format_relations
 from pipelines.facts import load_facts_dir
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     path = Path(args.program)
-    text = path.read_text(encoding="utf-8")
-    prog = load_program(text, str(path))
+    prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
     result = evaluate(prog, inputs)
     functional = [n for n, s in prog.schemas.items() if s.functional]
@@ -39,9 +39,10 @@ def _print_relation(prog: AnalyzedProgram, name: str, rows: frozenset[Row]) -> N
 
 def _cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.program)
-    prog = load_program(path.read_text(encoding="utf-8"), str(path))
+    prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
     script_path = Path(args.script)
-    ops = parse_script(script_path.read_text(encoding="utf-8"), str(script_path), prog)
+    script = decode_source(script_path.read_bytes(), str(script_path))
+    ops = parse_script(script, str(script_path), prog)
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
     engine = make_engine(prog, inputs, args.strategy)
     pending: dict[str, dict[Row, bool]] = {}

@@ -3,10 +3,12 @@ declared columns. Every bad value is reported with file, line and column, never 
 """
 
 import csv
+import io
 from pathlib import Path
 
 from engine.analysis.program import AnalyzedProgram, RelationSchema
 from engine.errors import BAD_HEADER, BAD_VALUE, MISSING_INPUT, DataError, Loc
+from engine.source import decode_source
 from engine.values import Row, Value
 
 
@@ -21,7 +23,8 @@ def parse_value(text: str, typ: str) -> Value:
 
 def read_csv_relation(path: Path, schema: RelationSchema) -> set[Row]:
     rows: set[Row] = set()
-    with path.open(newline="", encoding="utf-8") as fh:
+    text = decode_source(path.read_bytes(), str(path))
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         expected = [c.name for c in schema.columns]

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from engine.analysis.analyze import load_program
 from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.errors import BAD_BINDING, DeltalogError
+from engine.source import decode_source
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 PIPELINES_ENV = "DELTALOG_PIPELINES"  # folders holding pipeline folders, os.pathsep-separated
@@ -160,10 +161,11 @@ def load_pipeline(name_or_dir: str | Path) -> PipelineSpec:
     for path in (program_path, binding_path):
         if not path.is_file():
             raise BindingError(f"missing {path.name} in pipeline folder {directory}")
-    prog = load_program(program_path.read_text(encoding="utf-8"), str(program_path))
+    program_file = str(program_path)
+    prog = load_program(decode_source(program_path.read_bytes(), program_file), program_file)
     where = str(binding_path)
     try:
-        data = tomllib.loads(binding_path.read_text(encoding="utf-8"))
+        data = tomllib.loads(decode_source(binding_path.read_bytes(), str(binding_path)))
     except tomllib.TOMLDecodeError as err:
         raise BindingError(f"not valid TOML: {err}", where) from None
     unknown = sorted(set(data) - {"name", "edb", "idb"})

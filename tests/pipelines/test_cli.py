@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipelines.cli import main
 
 PROGRAM = """
@@ -139,3 +141,23 @@ def test_run_script_errors_point_at_the_script(tmp_path, capsys):
     assert rc == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"{tmp_path / 's.txt'}:3:8: error DL206: 'tc' is derived by rules")
+
+
+@pytest.mark.parametrize("which", ["program", "script", "facts"])
+def test_a_file_that_is_not_utf8_is_a_located_error(tmp_path, capsys, which):
+    """Non-UTF-8 bytes in a program, script or CSV file end in FILE:LINE:COL: error DL104,
+    never a traceback."""
+    program = tmp_path / "p.dl"
+    script = tmp_path / "s.txt"
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    program.write_bytes(b".decl e(a: int, b: string)\nq(x) :- e(x, _).\n")
+    script.write_bytes(b'insert e(1, "a").\ncommit.\ndump.\n')
+    (facts / "e.csv").write_bytes(b"a,b\n1,x\n")
+    bad = {"program": program, "script": script, "facts": facts / "e.csv"}[which]
+    bad.write_bytes(bad.read_bytes() + b"e(2, \"\xff\xfe\").\n")
+    code = main(["run", str(program), "--script", str(script), "--facts", str(facts)])
+    err = capsys.readouterr().err
+    assert code != 0
+    line = len(bad.read_bytes().split(b"\n")) - 1  # the appended last line
+    assert err.startswith(f"{bad}:{line}:") and "error DL104" in err
