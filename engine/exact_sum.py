@@ -7,52 +7,51 @@ exactly. So the result is the correctly rounded exact sum whatever the order of 
 erases, and a sum never drifts. Used by the sensitivity strategy's aggregates and by DBSP's.
 """
 
-import math
+import sys
 from typing import Any
 
+from engine.errors import VALUE_OUT_OF_RANGE, DataError
+
 SCALE = 1 << 1074
+FLOAT_MAX = sys.float_info.max
 
 
 class ExactSum:
-    """An exact sum of ints and floats under insert (weight > 0) and erase (weight < 0)."""
+    """An exact sum of ints and finite floats under insert (weight > 0) and erase
+    (weight < 0). Floats are finite in the language (``engine.semantics``)."""
 
-    __slots__ = ("floats", "nan", "neg_inf", "pos_inf", "scaled")
+    __slots__ = ("floats", "scaled")
 
     def __init__(self) -> None:
         self.floats = 0  # how many summands are floats (the result is then a float)
-        self.scaled = 0  # the finite summands' sum, in units of 2**-1074
-        self.pos_inf = 0
-        self.neg_inf = 0
-        self.nan = 0
+        self.scaled = 0  # the summands' sum, in units of 2**-1074
 
     def add(self, v: Any, weight: int) -> None:
         if isinstance(v, float):
             self.floats += weight
-            if not math.isfinite(v):
-                if v != v:
-                    self.nan += weight
-                elif v > 0:
-                    self.pos_inf += weight
-                else:
-                    self.neg_inf += weight
-                return
-            n, d = v.as_integer_ratio()
+            n, d = v.as_integer_ratio()  # ValueError/OverflowError on nan/inf: not values
         else:
             n, d = v, 1
         self.scaled += weight * n * (SCALE // d)
 
     def value(self, as_float: bool = True) -> Any:
         """The sum: an int when no summand is a float and ``as_float`` is off, else the
-        correctly rounded float (nan when nan or both infinities are summands)."""
-        if self.nan or (self.pos_inf and self.neg_inf):
-            return math.nan
-        if self.pos_inf:
-            return math.inf
-        if self.neg_inf:
-            return -math.inf
+        correctly rounded float; DL308 when that float is beyond the float range."""
         if not as_float and not self.floats:
             return self.scaled // SCALE
         try:
             return self.scaled / SCALE  # int / int is correctly rounded
         except OverflowError:
-            return math.inf if self.scaled > 0 else -math.inf
+            raise DataError(
+                f"a float sum is beyond the float range (its exact value is "
+                f"{'above' if self.scaled > 0 else 'below'} {'' if self.scaled > 0 else '-'}"
+                f"{FLOAT_MAX!r})",
+                None,
+                VALUE_OUT_OF_RANGE,
+            ) from None
+
+
+def group_out_of_range(err: DataError, pred: str, group: tuple[Any, ...]) -> DataError:
+    """``err`` (a sum beyond the float range) naming the predicate and group it is for."""
+    key = ", ".join(repr(v) for v in group)
+    return DataError(f"'{pred}' group ({key}): {err.message}", pred, err.code)

@@ -9,6 +9,7 @@ from operator import itemgetter
 
 from engine.analysis.program import RelationSchema
 from engine.errors import FUNCTIONAL_CONFLICT, DataError
+from engine.exact_sum import group_out_of_range
 from engine.semantics import aggregate, coerce
 from engine.syntax.ast import Rule, Var
 from engine.values import Row, Value, format_fact
@@ -88,7 +89,10 @@ def aggregate_rows(
         groups[key][tuple(env[v] for v in ident if v in env)] = value
     out: set[Row] = set()
     for key, members in groups.items():
-        result = aggregate(agg.func, members.values())
+        try:
+            result = aggregate(agg.func, members.values())
+        except DataError as err:
+            raise group_out_of_range(err, rule.head.pred, key) from None
         row = (*key, result)
         out.add(tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True)))
     return out

@@ -238,7 +238,7 @@ class IncrementalEngine:
         return self._one(name, row) in self.store[name]
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 1
+    STATE_FORMAT = 2  # 2: exact sums hold finite summands only
 
     def dumps(self) -> bytes:
         """The whole engine state (relations, support counts, sensitivity indices,

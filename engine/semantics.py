@@ -3,6 +3,12 @@ coercion into column types, and aggregate functions.
 
 Integer ``/`` and ``%`` follow C/SQL/Spark (truncate toward zero; remainder has the sign of
 the dividend); division or remainder by zero has no result, so the body is not satisfied.
+
+Floats are finite: ``nan``, ``inf`` and ``-inf`` are not values of the language (inputs
+refuse them), and an operation whose result would not be a finite float (``1e308 * 10``,
+an integer too large for a float) has no result either, like division by zero. So every
+value equals itself and the order of values is total, which the joins rely on. A float
+``sum`` or ``total`` beyond the float range is an error (DL308): a group must have a value.
 """
 
 import math
@@ -10,6 +16,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 
 from engine.analysis.program import RelationSchema
+from engine.exact_sum import ExactSum
 from engine.syntax.ast import BinOp, Const, Expr, Var
 from engine.values import Row, Value
 
@@ -28,25 +35,39 @@ def compare(op: str, left: Value, right: Value) -> bool:
 
 
 def arith(op: str, a: Value, b: Value) -> Value | None:
-    """``a op b``; None when undefined (division by zero)."""
+    """``a op b``; None when undefined: division by zero, or a float result that is not
+    finite (module docstring)."""
     if isinstance(a, str) or isinstance(b, str):
         raise TypeError(f"arithmetic on a string: {a!r} {op} {b!r}")
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if b == 0:
-        return None
     if isinstance(a, int) and isinstance(b, int):
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if b == 0:
+            return None
         q = abs(a) // abs(b)
         if (a < 0) != (b < 0):
             q = -q
         return q if op == "/" else a - b * q
-    if op == "/":
-        return a / b
-    return math.fmod(a, b)
+    try:
+        if op == "+":
+            r = a + b
+        elif op == "-":
+            r = a - b
+        elif op == "*":
+            r = a * b
+        elif b == 0:
+            return None
+        elif op == "/":
+            r = a / b
+        else:
+            r = math.fmod(a, b)
+    except OverflowError:  # an int beyond the float range meets a float
+        return None
+    return r if math.isfinite(r) else None
 
 
 def eval_expr(expr: Expr, env: Mapping[str, Value]) -> Value | None:
@@ -97,21 +118,21 @@ def coerce_row(schema: RelationSchema, row: Row) -> Row:
 def aggregate(func: str, values: Iterable[Value]) -> Value:
     """Aggregate over the values of the distinct satisfying assignments of one group.
 
-    ``total`` is the correctly rounded sum whatever the order (``math.fsum``, exact), and
-    so is ``sum`` over floats: a maintained sum must not depend on the order in which
-    rows arrived (Veldhuizen 2014, §2.3.4). ``sum`` over integers is an exact integer.
+    ``total`` is the correctly rounded exact sum whatever the order, and so is ``sum`` over
+    floats: a maintained sum must not depend on the order in which rows arrived
+    (Veldhuizen 2014, §2.3.4); the same ``ExactSum`` as the maintained aggregates, so
+    evaluation and maintenance agree to the bit. ``sum`` over integers is an exact integer.
     """
     vals = list(values)
     if func == "count":
         return len(vals)
-    if func == "sum":
-        if any(isinstance(v, float) for v in vals):
-            return math.fsum(vals)  # type: ignore[arg-type]
-        return sum(vals)  # type: ignore[arg-type]
+    if func in ("sum", "total"):
+        acc = ExactSum()
+        for v in vals:
+            acc.add(v, 1)
+        return acc.value(func == "total")
     if func == "min":
         return min(vals)  # type: ignore[type-var]
     if func == "max":
         return max(vals)  # type: ignore[type-var]
-    if func == "total":
-        return math.fsum(vals)  # type: ignore[arg-type]
     raise ValueError(f"unknown aggregate {func}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import VALUE_OUT_OF_RANGE, DataError
 from engine.storage import Delta
@@ -155,6 +156,24 @@ class CommitWriter:
             VALUE_OUT_OF_RANGE,
         )
 
+    def _check_finite(self, pred: str, inserted: pa.Table) -> None:
+        """DL308 before anything is committed when a float column of ``inserted`` holds a
+        value that is not finite (a Spark float sum beyond the float range: the language's
+        floats are finite, ``engine.semantics``)."""
+        for name in inserted.column_names:
+            col = inserted.column(name)
+            if not pa.types.is_floating(col.type):
+                continue
+            bad = pc.invert(pc.is_finite(col))
+            if pc.any(bad).as_py():
+                row = inserted.filter(bad).slice(0, 1).to_pylist()[0]
+                raise DataError(
+                    f"'{pred}' derived a row whose column '{name}' is not a finite float "
+                    f"({row}); nothing was committed",
+                    self.uri(pred),
+                    VALUE_OUT_OF_RANGE,
+                )
+
     def write(
         self,
         changes: TableChanges,
@@ -185,6 +204,8 @@ class CommitWriter:
         counts: dict[str, tuple[int, int]] = {}
         commits = 0
         diverged = set()
+        for pred in self.preds:
+            self._check_finite(pred, changes[pred][0])
         for pred in self.preds:
             uri = self.ensure_table(pred)
             inserted, deleted = changes[pred]

@@ -7,7 +7,8 @@ and an offending row, as ``BadInputError`` (DL306):
   type is not the declared one (int: a signed integer type or uint8..uint32; float: float32,
   float64 or an integer type; string: string, large_string or string_view);
 - a null in any column (Datalog has no null: every column is a key or a functional value);
-- a NaN in a float column (it has no place in an ordered set);
+- a NaN, ``inf`` or ``-inf`` in a float column (the language's floats are finite:
+  ``engine.semantics``);
 - a second value for one key of a functional relation (``F[k] = v``).
 
 ``check_table`` checks a whole table version with vectorized Arrow compute (the first load
@@ -111,10 +112,14 @@ def row_problems(schema: RelationSchema, table: pa.Table) -> list[Problem]:
             assert index is not None
             problems.append(Problem(col.name, _row(table, index), f"null in column '{col.name}'"))
         elif pa.types.is_floating(values.type):
-            index = _first(pc.is_nan(values))
+            index = _first(pc.invert(pc.is_finite(values)))
             if index is not None:
                 problems.append(
-                    Problem(col.name, _row(table, index), f"NaN in column '{col.name}'")
+                    Problem(
+                        col.name,
+                        _row(table, index),
+                        f"{_show(values[index].as_py())} in column '{col.name}' (float)",
+                    )
                 )
     if schema.functional and not problems and table.num_rows:
         problems.extend(_functional_problems(schema, table))
@@ -160,9 +165,14 @@ def _value_problem(typ: str, value: object) -> str | None:
         return f"{type(value).__name__} value"
     if typ == "int" and not isinstance(value, int):
         return f"{type(value).__name__} value"
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
+    if isinstance(value, float) and not math.isfinite(value):
+        return _show(value)
     return None
+
+
+def _show(value: object) -> str:
+    """A non-finite float as users write it: NaN, inf, -inf."""
+    return "NaN" if isinstance(value, float) and math.isnan(value) else repr(value)
 
 
 def change_problems(schema: RelationSchema, rows: Iterable[Row]) -> list[Problem]:

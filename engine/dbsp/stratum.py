@@ -25,7 +25,8 @@ from sortedcontainers import SortedList
 
 from engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
 from engine.dbsp.lftj import delta_join
-from engine.exact_sum import ExactSum
+from engine.errors import DataError
+from engine.exact_sum import ExactSum, group_out_of_range
 from engine.heads import check_functional, functional_conflict, head_projection
 from engine.join.plan import (
     Env,
@@ -433,7 +434,10 @@ class DbspStratum:
             g.add(env[info.arg] if info.arg is not None else 0, w)
         for key, before in touched.items():
             g = info.groups[key]
-            after = g.result(func, info.float_col)
+            try:
+                after = g.result(func, info.float_col)
+            except DataError as err:
+                raise group_out_of_range(err, info.pred, key) from None
             if g.n == 0:
                 del info.groups[key]
             if before == after and type(before) is type(after):

@@ -12,7 +12,8 @@ from typing import Any
 
 from engine.analysis.containment import supersets
 from engine.analysis.program import AnalyzedProgram, Stratum
-from engine.errors import NOT_SUPPORTED, NotSupportedError
+from engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
+from engine.exact_sum import group_out_of_range
 from engine.heads import functional_conflict, head_projection
 from engine.ivm.aggregates import GroupAggregates
 from engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
@@ -82,7 +83,10 @@ class _RuleHead:
         for g, unit, value, w in sorted(changes, key=lambda c: c[3]):
             agg.update(g, unit, value, w)
         for g, before in touched.items():
-            after = agg.result(g)
+            try:
+                after = agg.result(g)
+            except DataError as err:
+                raise group_out_of_range(err, self.pred, g) from None
             if before == after and type(before) is type(after):
                 continue
             if before is not None:

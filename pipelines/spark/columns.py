@@ -52,17 +52,30 @@ def expr_column(
     else:
         a, b = a.cast(DOUBLE), b.cast(DOUBLE)
         if expr.op == "/":
-            return F.try_divide(a, b), "float"
+            return finite(F.try_divide(a, b)), "float"
         if expr.op == "%":
-            return F.try_mod(a, b), "float"  # fmod
-    t = "int" if ta == tb == "int" else "float"
+            return finite(F.try_mod(a, b)), "float"  # fmod
+    if ta == tb == "int":
+        if expr.op == "+":
+            return a + b, "int"
+        if expr.op == "-":
+            return a - b, "int"
+        if expr.op == "*":
+            return a * b, "int"
+        raise unsupported(f"arithmetic operator {expr.op!r}")
     if expr.op == "+":
-        return a + b, t
+        return finite(a + b), "float"
     if expr.op == "-":
-        return a - b, t
+        return finite(a - b), "float"
     if expr.op == "*":
-        return a * b, t
+        return finite(a * b), "float"
     raise unsupported(f"arithmetic operator {expr.op!r}")
+
+
+def finite(c: Column) -> Column:
+    """``c`` where it is a finite double, else null: a float operation whose result is not
+    finite has no result in the engine (``engine.semantics``)."""
+    return F.when(~F.isnan(c) & (F.abs(c) != F.lit(math.inf)), c)
 
 
 _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
@@ -142,7 +155,16 @@ def _make_fsum_udf() -> Callable[[Column], Column]:
     # Defined inside a function so that cloudpickle ships it by value: Python workers need
     # not import this package.
     def fsum(values: pa.Array) -> float:
-        return math.fsum(values.to_numpy(zero_copy_only=False))
+        xs = values.to_numpy(zero_copy_only=False)
+        try:
+            return math.fsum(xs)
+        except OverflowError:  # a partial sum beyond the float range: the exact sum in ints
+            scale = 1 << 1074
+            exact = sum(n * (scale // d) for n, d in (float(x).as_integer_ratio() for x in xs))
+            try:
+                return exact / scale  # correctly rounded
+            except OverflowError:  # beyond the float range: the commit refuses it (DL308)
+                return math.inf if exact > 0 else -math.inf
 
     if not hasattr(F, "arrow_udf"):
         raise unsupported("total() needs pyspark >= 4.1 (Arrow grouped-aggregate UDFs)")

@@ -147,12 +147,13 @@ def test_null_key_in_a_change(pipeline):
     assert (4, 4) in _idb(spec, root)["reach"]
 
 
-def test_nan_in_a_float_column(pipeline):
+@pytest.mark.parametrize("value,shown", [("nan", "NaN"), ("inf", "inf"), ("-inf", "-inf")])
+def test_nan_and_infinities_in_a_float_column(pipeline, value, shown):
     spec, root = pipeline
     _run_all(spec, root)
     uri = spec.table_uri(root, "weight")
-    write_deltalake(uri, _arrow("weight", [(7, float("nan"))]), mode="append")
-    _refused(spec, root, "'weight'", "NaN in column 'w'", "node: 7")
+    write_deltalake(uri, _arrow("weight", [(7, float(value))]), mode="append")
+    _refused(spec, root, "'weight'", f"{shown} in column 'w'", "node: 7")
     DeltaTable(uri).delete("node = 7")
     _continue(spec, root)
 

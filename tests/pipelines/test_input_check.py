@@ -104,7 +104,10 @@ def test_a_new_key_of_a_functional_relation_passes(pipeline):
     assert not _both(root, spec, "price", first.version).problems
 
 
-@pytest.mark.parametrize("amount,what", [(None, "null"), (float("nan"), "NaN")])
+@pytest.mark.parametrize(
+    "amount,what",
+    [(None, "null"), (float("nan"), "NaN"), (float("inf"), "inf"), (float("-inf"), "-inf")],
+)
 def test_null_and_nan_in_a_change_are_found(pipeline, amount, what):
     spec, root = pipeline
     first = check_input(root, spec, "price", None)
