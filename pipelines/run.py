@@ -29,6 +29,7 @@ from pipelines import delta_io
 from pipelines.commits import (
     EDB_VERSIONS,
     INPUT_VERSIONS,
+    MODE,
     CommitWriter,
     Txns,
     Written,
@@ -77,7 +78,11 @@ class StratumResult:
     edb_versions: dict[str, int]
     table_version: int
     seconds: float
-    mode: str = "full"  # "full", "incremental", "unchanged", "rebuild"
+    # "full" (a first load, or a change too large to maintain), "rebuilt" (a saved state
+    # that could not be used was replaced by a load from the tables: ``rebuilt_because``
+    # says why), "incremental", "unchanged", "rebuild" (the Spark rebuild job)
+    mode: str = "full"
+    rebuilt_because: str = ""
     seq: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -117,6 +122,7 @@ class StratumRun:
         self.state_bytes = 0
         self.state_open_s = 0.0  # reading the saved state and loading the engine from it
         self.state_save_s = 0.0  # the engine's bytes and the state file written
+        self.rebuilt_because = ""  # why an existing state was replaced by a full load
 
     # -- the public entry points -------------------------------------------------------
     def materialize(self) -> list[StratumResult]:
@@ -148,8 +154,13 @@ class StratumRun:
             inputs, edbs = self.reader.snapshot()
             state = load_state(self.path)
             if drop_state(self.path):
-                self.notes.append("rebuild requested: saved state dropped")
+                self._rebuilt("rebuild requested: saved state dropped")
             return self._full_load(inputs, edbs, state.seq if state is not None else 0)
+
+    def _rebuilt(self, why: str) -> None:
+        """Say in the notes, and in the results' mode, that a saved state was replaced."""
+        self.notes.append(why)
+        self.rebuilt_because = why
 
     # -- the three ways a stratum runs -------------------------------------------------
     def _materialize(self) -> list[StratumResult]:
@@ -160,17 +171,29 @@ class StratumRun:
         floor = state.seq if state is not None else 0
         if state is None:
             if self.path.exists():
-                self.notes.append(
+                self._rebuilt(
                     "saved state unreadable (another format, or corrupted: its checksum "
                     "does not match): rebuilt from the tables"
                 )
+            else:
+                txns = self.writer.txns()
+                runs = [t for t, _ in txns.values() if t is not None]
+                last = {p: self.writer.commit_of_run(p, t) for p, (t, _) in txns.items() if t}
+                if runs and all(c is not None and c.get(MODE) == "rebuild" for c in last.values()):
+                    self.notes.append("loaded from the tables the Spark rebuild wrote")
+                elif runs:
+                    self._rebuilt(
+                        f"no saved state at {self.path}, though run {max(runs)} committed to "
+                        "the tables (the state was removed or is kept elsewhere): rebuilt "
+                        "from the tables"
+                    )
             return self._full_load(inputs, edbs, floor)
         if state.digest != self.digest:
-            self.notes.append("the stratum's rules changed since the state was saved: rebuilt")
+            self._rebuilt("the stratum's rules changed since the state was saved: rebuilt")
             return self._full_load(inputs, edbs, floor)
         moved = self._other_tables(state)
         if moved:
-            self.notes.append(
+            self._rebuilt(
                 f"{moved} is not the table the saved state was made from (another Delta "
                 "table id): rebuilt from the tables"
             )
@@ -180,7 +203,7 @@ class StratumRun:
             # A finished interrupted run may have moved the consumed versions.
             return self._step(engine, state, inputs, edbs)
         except _Unreconcilable as why:
-            self.notes.append(f"state and tables disagree ({why}): rebuilt from the tables")
+            self._rebuilt(f"state and tables disagree ({why}): rebuilt from the tables")
             return self._full_load(inputs, edbs, floor + 1)
 
     def _full_load(
@@ -398,6 +421,8 @@ class StratumRun:
         A table that took another change than the engine's (said in the notes) is counted
         from its Delta log instead."""
         seconds = time.perf_counter() - self.start
+        if mode == "full" and self.rebuilt_because:
+            mode = "rebuilt"
         stats = {
             **stats,
             "idb_inserted": sum(i for i, _ in written.counts.values()),
@@ -427,6 +452,7 @@ class StratumRun:
                     version,
                     seconds,
                     mode=mode,
+                    rebuilt_because=self.rebuilt_because if mode == "rebuilt" else "",
                     seq=seq,
                     stats=stats,
                     notes=tuple(self.notes),

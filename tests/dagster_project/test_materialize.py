@@ -167,6 +167,6 @@ def test_rebuild_tag_reloads_from_the_tables(tmp_path):
         defs.assets, resources=defs.resources, selection=assets_only, tags={REBUILD_TAG: "1"}
     )
     meta = _idb_metadata(spec, rebuilt)
-    assert {m["mode"] for m in meta.values()} == {"full"}
-    assert all("rebuild requested" in m["notes"] for m in meta.values())
+    assert {m["mode"] for m in meta.values()} == {"rebuilt"}
+    assert all("rebuild requested" in m["rebuilt_because"] for m in meta.values())
     assert _tables(spec, root) == _expected(spec, EDGES_V1)

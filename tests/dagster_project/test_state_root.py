@@ -46,7 +46,7 @@ def test_state_lives_under_its_own_root(tmp_path):
     shutil.rmtree(state_root)  # the local disk is lost
     edges = [e for e in edges if e != (1, 2)]
     write_edb(root, spec, edb_tables(edges))
-    assert set(_modes(spec, job.execute_in_process()).values()) == {"full"}
+    assert set(_modes(spec, job.execute_in_process()).values()) == {"rebuilt"}
     expected = evaluate_naive(
         spec.program, {"edge": set(edges), "node": set(NODES), "start": set(START)}
     )

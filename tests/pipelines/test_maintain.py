@@ -195,8 +195,8 @@ def test_a_table_changed_behind_the_state_is_rebuilt_and_said_so(tmp_path):
     write_edb(root, spec, edb_tables(EDGES_V2))
     results = _all(spec, root)
     assert _tables(spec, root) == _expected(spec, EDGES_V2)
-    assert results["out_degree"].mode == "full"
-    assert any("state and tables disagree" in n for n in results["out_degree"].notes)
+    assert results["out_degree"].mode == "rebuilt"
+    assert "state and tables disagree" in results["out_degree"].rebuilt_because
     assert results["path"].mode == "incremental"
 
 
@@ -206,7 +206,8 @@ def test_rebuild_drops_the_state_and_reloads(tmp_path):
     index = spec.stratum_of("path")
     version = delta_io.table_version(spec.table_uri(root, "path"))
     [result] = StratumRun(root, spec, index).rebuild()
-    assert result.mode == "full" and "rebuild requested: saved state dropped" in result.notes
+    assert result.mode == "rebuilt" and "rebuild requested: saved state dropped" in result.notes
+    assert result.rebuilt_because == "rebuild requested: saved state dropped"
     assert (result.inserted, result.deleted, result.table_version) == (0, 0, version)
     write_edb(root, spec, edb_tables(EDGES_V2))
     assert _all(spec, root)["path"].mode == "incremental"
@@ -225,7 +226,7 @@ def test_a_changed_program_rebuilds(tmp_path):
     )
     spec2 = load_pipeline(spec.directory)
     result = _all(spec2, root)["out_degree"]
-    assert result.mode == "full" and any("rules changed" in n for n in result.notes)
+    assert result.mode == "rebuilt" and "rules changed" in result.rebuilt_because
     expected = evaluate_naive(
         spec2.program, {"edge": set(EDGES_V1), "node": set(NODES), "start": set(START)}
     )

@@ -74,7 +74,7 @@ def test_damaged_state_is_rebuilt_ortables_right(tmp_path_factory, damages, chan
         write_edb(root, spec, edb_tables(edges))
     result = run_all(spec, root)["path"]
     if bytes(blob) != original:  # any damage is told: rebuilt, and the notes say why
-        assert result.mode == "full" and any("unreadable" in n for n in result.notes)
+        assert result.mode == "rebuilt" and "unreadable" in result.rebuilt_because
     else:  # a swap of equal bytes: the state is intact
         assert result.mode == ("incremental" if change else "unchanged")
     assert tables_right(spec, root, edges)
@@ -90,8 +90,8 @@ def test_a_flipped_byte_is_told_by_the_checksum(tmp_path):
     assert load_state(path) is None
     write_edb(root, spec, edb_tables(EDGES_V2))
     results = run_all(spec, root)
-    assert results["path"].mode == "full"
-    assert any("checksum" in n for n in results["path"].notes)
+    assert results["path"].mode == "rebuilt"
+    assert "checksum" in results["path"].rebuilt_because
     assert tables_right(spec, root, EDGES_V2)
     assert run_all(spec, root)["path"].mode == "unchanged"  # the rebuilt state is good
 
@@ -108,6 +108,7 @@ def test_crafted_state_runs_no_code(tmp_path):
     save_state(path, state)  # a valid checksum: only the engine part is hostile
     results = run_all(spec, root)
     assert not marker.exists()
-    assert results["path"].mode == "full"
-    assert any("cannot be read" in n and "UnsafeState" in n for n in results["path"].notes)
+    assert results["path"].mode == "rebuilt"
+    assert "cannot be read" in results["path"].rebuilt_because
+    assert "UnsafeState" in results["path"].rebuilt_because
     assert tables_right(spec, root, EDGES_V1)

@@ -30,8 +30,8 @@ def test_a_recreated_input_is_told_apart(tmp_path):
         write_deltalake(uri, edge_table(edges[:n]), mode="overwrite")
     assert delta_io.table_version(uri) >= old_version
     result = run_all(spec, root)["path"]
-    assert result.mode == "full"
-    assert any("input 'edge' is not the table" in n for n in result.notes)
+    assert result.mode == "rebuilt"
+    assert "input 'edge' is not the table" in result.rebuilt_because
     assert tables_right(spec, root, edges)
     assert run_all(spec, root)["path"].mode == "unchanged"
 
@@ -48,6 +48,6 @@ def test_a_state_from_another_warehouse_is_rebuilt(tmp_path):
     shutil.rmtree(state_dir(root, spec.name))
     shutil.copytree(state_dir(other_root, spec.name), state_dir(root, spec.name))
     results = run_all(spec, root)
-    assert {r.mode for r in results.values()} == {"full"}
-    assert all(r.notes for r in results.values())
+    assert {r.mode for r in results.values()} == {"rebuilt"}
+    assert all(r.rebuilt_because in r.notes for r in results.values())
     assert tables_right(spec, root, EDGES_V1)
