@@ -238,7 +238,7 @@ class IncrementalEngine:
         return self._one(name, row) in self.store[name]
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 2  # 2: exact sums hold finite summands only
+    STATE_FORMAT = 3  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle
 
     def dumps(self) -> bytes:
         """The whole engine state (relations, support counts, sensitivity indices,
@@ -254,9 +254,10 @@ class IncrementalEngine:
 
     @classmethod
     def loads(cls, blob: bytes) -> "IncrementalEngine":
-        """An engine saved by ``dumps``, read by ``engine.state_codec``, which resolves
-        only what an engine state is made of (a crafted file cannot run code; it raises
-        ``state_codec.UnsafeState``, a ``pickle.UnpicklingError``). The cyclic
+        """An engine saved by ``dumps``, read by ``engine.state_codec``, which reads data
+        only: it builds engine classes from their saved state and never calls a name the
+        bytes give (a state naming anything else raises ``state_codec.UnsafeState``). The
+        cyclic
         garbage collector is paused while the millions of small objects are created: each
         generation-0 pass would otherwise walk the young ones again (up to 3x the load
         time of a sensitivity-index state, bench.state_io)."""

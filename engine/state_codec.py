@@ -1,79 +1,340 @@
-"""Reading a saved engine state without running code from the file.
+"""The engine's state as bytes, and back, without pickle: reading a state is reading data.
 
-The engine's state is an object graph (relations, indexes, support counts, sensitivity
-intervals, DBSP births) written with pickle. Plain ``pickle.loads`` would call any function
-a crafted file names; this reader resolves only what the engine itself defines (and the
-engine does no I/O), the containers and numbers it is built of, sortedcontainers'
-collections and numpy arrays, and refuses every other name with ``UnsafeState`` (the
-standard library documents this as "restricting globals"). A file that is not a valid
-state still fails, and the caller rebuilds the state from the tables.
+The state is an object graph (relations, indexes, support counts, sensitivity intervals,
+aggregate groups, DBSP births and depths). It is written as MessagePack: scalars, rows
+(tuples) and maps natively, and everything else as a typed extension:
+
+- an engine object: the class's ``module.qualname`` and its state (``__getstate__``, as
+  pickle would take it); read back by ``cls.__new__(cls)`` and ``__setstate__`` (or the
+  attributes set), where ``cls`` must be a class an ``engine`` module defines; a few
+  named non-engine classes (``SortedList``, ``Random``, numpy arrays of plain dtypes) are
+  rebuilt from their items, never by calling a name the file gives;
+- functions kept as values (the order of a scan tree): only ``min``, ``max`` and functions
+  an engine module defines, referenced, never called while reading;
+- mutable containers and objects by identity: a second reference is written as a
+  reference, so shared and cyclic structures come back shared, as they were.
+
+Bulk containers (a relation's rows, an index, support counts) whose items are plain rows
+take one MessagePack call each, in C; the rest is walked here. Nothing in a file can name
+code to run: a file that is not a valid state raises ``UnsafeState`` or a decoding error,
+and the caller rebuilds the state from the tables.
 """
 
 import importlib
-import io
-import pickle
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
-# Non-engine names a state may hold, by module: containers, numbers, min/max (kept as the
-# order of a scan tree), a seeded random generator (kept by a randomized index),
-# sortedcontainers' collections, numpy arrays (their reconstructors, type and dtypes).
-_ALLOWED: dict[str, frozenset[str]] = {
-    "builtins": frozenset(
-        {"set", "frozenset", "dict", "list", "tuple", "int", "float", "str", "bytes",
-         "bytearray", "bool", "complex", "slice", "range", "object", "min", "max"}
-    ),
-    "collections": frozenset({"defaultdict", "OrderedDict", "Counter", "deque"}),
-    "fractions": frozenset({"Fraction"}),
-    "random": frozenset({"Random"}),
-    "sortedcontainers.sortedlist": frozenset({"SortedList", "SortedKeyList"}),
-    "sortedcontainers.sorteddict": frozenset({"SortedDict"}),
-    "sortedcontainers.sortedset": frozenset({"SortedSet"}),
-    "numpy": frozenset({"ndarray", "dtype"}),
-    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
-    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
-    "numpy.core.numeric": frozenset({"_frombuffer"}),
-    "numpy._core.numeric": frozenset({"_frombuffer"}),
-    "numpy.dtypes": frozenset(
-        {"Int8DType", "Int16DType", "Int32DType", "Int64DType", "UInt8DType", "UInt16DType",
-         "UInt32DType", "UInt64DType", "Float32DType", "Float64DType", "BoolDType",
-         "ObjectDType", "StrDType", "BytesDType"}
-    ),
-    "copyreg": frozenset({"_reconstructor"}),
+import msgpack
+import numpy as np
+from sortedcontainers import SortedDict, SortedKeyList, SortedList, SortedSet
+
+_REF, _OBJ, _LIST, _DICT, _SET, _FROZENSET, _TUPLE, _BIGINT = 1, 2, 3, 4, 5, 6, 7, 8
+_SORTEDLIST, _SORTEDKEYLIST, _SORTEDDICT, _SORTEDSET, _DEFAULTDICT = 9, 10, 11, 12, 13
+_NDARRAY, _DTYPE, _NPSCALAR, _RANDOM, _FRACTION, _FUNC, _CONST = 14, 15, 16, 17, 18, 19, 20
+
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+_SCALARS = (str, float, bool, bytes, type(None))
+# Functions a state may hold as values, besides those an engine module defines.
+_BUILTIN_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
+# defaultdict factories a state may hold.
+_FACTORIES: dict[str, Callable[[], Any]] = {
+    "int": int, "list": list, "set": set, "dict": dict, "float": float,
 }
 
 
-class UnsafeState(pickle.UnpicklingError):
-    """The state names something outside what an engine state is made of."""
+class UnsafeState(ValueError):
+    """The bytes are not an engine state this code wrote (an unknown type or class)."""
 
 
-def _engine_name(module: str, name: str) -> Any:
-    """A class or function defined in an engine module, or a module-level instance of an
-    engine class (the ``BOTTOM`` / ``TOP`` sentinels); never a name an engine module
-    imported from elsewhere. The engine does no I/O, so none of these can reach outside."""
-    if "." in name:
-        raise UnsafeState(f"dotted name {module}.{name} in a saved state")
-    obj = getattr(importlib.import_module(module), name, None)
-    if obj is not None and getattr(obj, "__module__", None) == module:
-        return obj  # a class or function defined there
-    if obj is not None and type(obj).__module__ == module and not callable(obj):
+def _sentinel(obj: Any) -> Any:
+    """The ``default`` of a plain pack: the seek sentinels (in rows of sensitivity
+    intervals) are plain values; anything else is not plain."""
+    ext = _CONST_EXTS.get(id(obj))
+    if ext is None:
+        raise TypeError
+    return ext
+
+
+def _plain(items: Any) -> bytes | None:
+    """``items`` (a sequence) packed in one C call when every item is hashable (so holds no
+    mutable container) and plain (scalars, the seek sentinels, tuples of them); else None."""
+    try:
+        hash(tuple(items))
+        return msgpack.packb(items, default=_sentinel, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+        return None
+
+
+def _engine_class(module: str, qualname: str) -> Any:
+    if not (module == "engine" or module.startswith("engine.")) or "." in qualname:
+        raise UnsafeState(f"a saved state may not name {module}.{qualname}")
+    cls = getattr(importlib.import_module(module), qualname, None)
+    if not isinstance(cls, type) or cls.__module__ != module:
+        raise UnsafeState(f"{module}.{qualname} is not a class the engine defines")
+    return cls
+
+
+def _engine_function(module: str, name: str) -> Callable[..., Any]:
+    if module == "builtins" and name in _BUILTIN_FUNCS:
+        return _BUILTIN_FUNCS[name]
+    if not (module == "engine" or module.startswith("engine.")) or "." in name:
+        raise UnsafeState(f"a saved state may not name the function {module}.{name}")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn) or isinstance(fn, type) or getattr(fn, "__module__", None) != module:
+        raise UnsafeState(f"{module}.{name} is not a function the engine defines")
+    return fn  # type: ignore[no-any-return]
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.ids: dict[int, int] = {}
+        self.keep: list[Any] = []  # keeps every memoized object alive while ids are in use
+
+    def _memo(self, obj: Any) -> msgpack.ExtType | None:
+        ref = self.ids.get(id(obj))
+        if ref is not None:
+            return msgpack.ExtType(_REF, msgpack.packb(ref))
+        self.ids[id(obj)] = len(self.ids)
+        self.keep.append(obj)
+        return None
+
+    def pack(self, value: Any) -> bytes:
+        return msgpack.packb(value, default=_sentinel, use_bin_type=True)
+
+    def items(self, items: Any) -> bytes:
+        """A sequence of items: in one C call when plain, else item by item."""
+        seq = items if isinstance(items, list | tuple) else list(items)
+        blob = _plain(seq)
+        if blob is not None:
+            return blob
+        return self.pack([self.enc(x) for x in seq])
+
+    def enc(self, x: Any) -> Any:
+        t = type(x)
+        if t is int:
+            if _INT_MIN <= x <= _UINT_MAX:
+                return x
+            n = (x.bit_length() + 8) // 8
+            return msgpack.ExtType(_BIGINT, x.to_bytes(n, "big", signed=True))
+        if t in _SCALARS:
+            return x
+        if t is tuple:
+            if _plain(x) is not None:
+                return x
+            return msgpack.ExtType(_TUPLE, self.pack([self.enc(i) for i in x]))
+        if t is frozenset:
+            return msgpack.ExtType(_FROZENSET, self.items(x))
+        if t is Fraction:
+            return msgpack.ExtType(_FRACTION, self.pack([self.enc(x.numerator),
+                                                         self.enc(x.denominator)]))
+        if t is np.dtype:
+            return msgpack.ExtType(_DTYPE, self._dtype(x).encode())
+        if isinstance(x, np.generic):
+            return msgpack.ExtType(_NPSCALAR, self.pack([self._dtype(x.dtype), x.tobytes()]))
+        const = _CONST_EXTS.get(id(x))
+        if const is not None:
+            return const
+        if t.__name__ in ("function", "builtin_function_or_method"):
+            _engine_function(x.__module__, x.__name__)  # refuse now what a read would refuse
+            return msgpack.ExtType(_FUNC, self.pack([x.__module__, x.__name__]))
+        ref = self._memo(x)
+        if ref is not None:
+            return ref
+        if t is list:
+            return msgpack.ExtType(_LIST, self.items(x))
+        if t is dict:
+            return msgpack.ExtType(_DICT, self._dict(x))
+        if t is set:
+            return msgpack.ExtType(_SET, self.items(x))
+        if t is SortedList:
+            return msgpack.ExtType(_SORTEDLIST, self.items(x))
+        if t is SortedKeyList:
+            return msgpack.ExtType(_SORTEDKEYLIST, self.pack([self.enc(x.key),
+                                                              self.items(x)]))
+        if t is SortedSet:
+            return msgpack.ExtType(_SORTEDSET, self.items(x))
+        if t is SortedDict:
+            return msgpack.ExtType(_SORTEDDICT, self._dict(x))
+        if t is defaultdict:
+            factory = x.default_factory
+            name = getattr(factory, "__name__", None) if factory is not None else None
+            if factory is not None and _FACTORIES.get(name or "") is not factory:
+                raise UnsafeState(f"cannot save a defaultdict of {factory!r}")
+            return msgpack.ExtType(_DEFAULTDICT, self.pack([name, self._dict(x)]))
+        if t is np.ndarray:
+            arr = np.ascontiguousarray(x)
+            return msgpack.ExtType(
+                _NDARRAY, self.pack([self._dtype(arr.dtype), list(arr.shape), arr.tobytes()])
+            )
+        if t is random.Random:
+            return msgpack.ExtType(_RANDOM, self.pack(self.enc(x.getstate())))
+        module = t.__module__
+        if not (module == "engine" or module.startswith("engine.")):
+            raise UnsafeState(f"cannot save a {module}.{t.__qualname__} in an engine state")
+        _engine_class(module, t.__qualname__)  # refuse now what a read would refuse
+        state = self.pack(self.enc(x.__getstate__()))
+        return msgpack.ExtType(_OBJ, self.pack([module, t.__qualname__, state]))
+
+    def _dict(self, d: Any) -> bytes:
+        keys, values = list(d.keys()), list(d.values())
+        return self.pack([self.items(keys), self.items(values)])
+
+    @staticmethod
+    def _dtype(dt: np.dtype) -> str:
+        if dt.hasobject or dt.fields is not None:
+            raise UnsafeState(f"cannot save a numpy array of dtype {dt}")
+        return dt.str
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.table: list[Any] = []
+
+    def unpack(self, data: bytes) -> Any:
+        return msgpack.unpackb(
+            data, ext_hook=self.ext, use_list=False, raw=False, strict_map_key=False
+        )
+
+    def _register(self, obj: Any) -> Any:
+        self.table.append(obj)
         return obj
-    raise UnsafeState(f"{module}.{name} is not defined by the engine")
+
+    def ext(self, code: int, data: bytes) -> Any:
+        if code == _CONST:  # the most frequent: seek sentinels in sensitivity intervals
+            return _CONSTS[data.decode()]
+        if code == _REF:
+            return self.table[msgpack.unpackb(data)]
+        if code == _BIGINT:
+            return int.from_bytes(data, "big", signed=True)
+        if code == _TUPLE:
+            return tuple(self.unpack(data))
+        if code == _FROZENSET:
+            return frozenset(self.unpack(data))
+        if code == _FRACTION:
+            n, d = self.unpack(data)
+            return Fraction(n, d)
+        if code == _DTYPE:
+            return _dtype(data.decode())
+        if code == _NPSCALAR:
+            dt, raw = self.unpack(data)
+            return np.frombuffer(raw, _dtype(dt), 1)[0]
+        if code == _FUNC:
+            module, name = self.unpack(data)
+            return _engine_function(module, name)
+        if code == _LIST:
+            out: list[Any] = self._register([])
+            out.extend(self.unpack(data))
+            return out
+        if code in (_DICT, _SORTEDDICT):
+            d = self._register({} if code == _DICT else SortedDict())
+            keys, values = self.unpack(data)
+            d.update(zip(self.unpack(keys), self.unpack(values), strict=True))
+            return d
+        if code == _DEFAULTDICT:
+            slot = len(self.table)
+            dd: defaultdict[Any, Any] = self._register(defaultdict())
+            name, body = self.unpack(data)
+            if name is not None:
+                if name not in _FACTORIES:
+                    raise UnsafeState(f"a saved state may not make a defaultdict of {name}")
+                dd.default_factory = _FACTORIES[name]
+            keys, values = self.unpack(body)
+            dd.update(zip(self.unpack(keys), self.unpack(values), strict=True))
+            assert self.table[slot] is dd
+            return dd
+        if code == _SET:
+            s: set[Any] = self._register(set())
+            s.update(self.unpack(data))
+            return s
+        if code == _SORTEDLIST:
+            sl = self._register(SortedList())
+            sl.update(self.unpack(data))
+            return sl
+        if code == _SORTEDSET:
+            ss = self._register(SortedSet())
+            ss.update(self.unpack(data))
+            return ss
+        if code == _SORTEDKEYLIST:
+            slot = len(self.table)
+            self._register(None)
+            key, items = self.unpack(data)
+            skl = SortedKeyList(self.unpack(items), key=key)
+            self.table[slot] = skl
+            return skl
+        if code == _NDARRAY:
+            slot = len(self.table)
+            self._register(None)
+            dt, shape, raw = self.unpack(data)
+            arr = np.frombuffer(raw, _dtype(dt)).reshape(shape).copy()
+            self.table[slot] = arr
+            return arr
+        if code == _RANDOM:
+            r = self._register(random.Random())
+            r.setstate(_lists_to_tuples(self.unpack(data)))
+            return r
+        if code == _OBJ:
+            slot = len(self.table)
+            self._register(None)
+            module, qualname, state = self.unpack(data)  # the state is still bytes here
+            cls = _engine_class(module, qualname)
+            obj = cls.__new__(cls)
+            self.table[slot] = obj  # before the state: a cycle back to obj finds it
+            _set_state(obj, self.unpack(state))
+            return obj
+        raise UnsafeState(f"unknown extension {code} in a saved state")
 
 
-class _Reader(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "engine" or module.startswith("engine."):
-            return _engine_name(module, name)
-        if name in _ALLOWED.get(module, ()):
-            return super().find_class(module, name)
-        raise UnsafeState(f"a saved state may not name {module}.{name}")
+def _lists_to_tuples(x: Any) -> Any:
+    return tuple(_lists_to_tuples(i) for i in x) if isinstance(x, list | tuple) else x
 
 
-def loads(blob: bytes) -> Any:
-    """Unpickle ``blob``, resolving only the names an engine state is made of; raises
-    ``UnsafeState`` (a ``pickle.UnpicklingError``) on any other."""
-    return _Reader(io.BytesIO(blob)).load()
+def _dtype(text: str) -> np.dtype:
+    dt = np.dtype(text)
+    if dt.hasobject or dt.fields is not None:
+        raise UnsafeState(f"a saved state may not hold a numpy array of dtype {text}")
+    return dt
+
+
+def _set_state(obj: Any, state: Any) -> None:
+    """What ``pickle`` does with an object's state: ``__setstate__`` when the class defines
+    one, else the instance dict and slots set directly (frozen dataclasses included)."""
+    setter = getattr(type(obj), "__setstate__", None)
+    if setter is not None:
+        setter(obj, state)
+        return
+    if state is None:
+        return
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        obj.__dict__.update(state)
+    if slots:
+        for name, value in slots.items():
+            object.__setattr__(obj, name, value)
+
+
+def _consts() -> dict[str, Any]:
+    from engine.storage import BOTTOM, TOP  # the sentinels of seeks and intervals
+
+    return {"BOTTOM": BOTTOM, "TOP": TOP}
+
+
+_CONSTS = _consts()
+_CONST_EXTS = {id(v): msgpack.ExtType(_CONST, k.encode()) for k, v in _CONSTS.items()}
 
 
 def dumps(value: Any) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    """``value`` (an engine state) as bytes; raises ``UnsafeState`` for anything an engine
+    state is not made of."""
+    writer = _Writer()
+    return writer.pack(writer.enc(value))
+
+
+def loads(blob: bytes) -> Any:
+    """The state ``dumps`` wrote. Never runs code named by the bytes: raises
+    ``UnsafeState`` (or a MessagePack or value error) for anything else."""
+    return _Reader().unpack(blob)

@@ -56,7 +56,7 @@ class _Bottom:
         return "-inf"
 
     def __reduce__(self) -> str:
-        return "BOTTOM"  # unpickles as the module's singleton: identity checks keep working
+        return "BOTTOM"  # copies as the module's singleton: identity checks keep working
 
 
 class _Top:

@@ -24,7 +24,7 @@ from pathlib import Path
 from engine.errors import CONCURRENT, DataError
 
 STATE_DIR = "_deltalog_state"
-MAGIC = b"deltalog-state/2\n"  # the file format; any other start is not a state
+MAGIC = b"deltalog-state/3\n"  # the file format; any other start is not a state
 
 
 @dataclass

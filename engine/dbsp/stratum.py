@@ -193,7 +193,7 @@ class _RuleInfo:
             self.float_col = self.schema.columns[-1].type == "float"
             self.groups: dict[tuple[Any, ...], _Group] = {}
 
-    # Pickling (the runtime saves engine state): closures are rebuilt, plans from their
+    # Saving (``engine.state_codec`` takes the state pickle would): closures are rebuilt, plans from their
     # variable orders (``DbspStratum.__setstate__``), so layers keep their permutations.
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("project", "plans")}

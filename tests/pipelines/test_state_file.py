@@ -6,9 +6,12 @@ its notes and the tables equal a recompute."""
 import os
 import pickle
 
+import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import state_codec
+from engine.runtime import IncrementalEngine
 from pipelines.state_store import load_state, save_state, state_path
 from pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import (
@@ -28,6 +31,17 @@ class _RunsCode:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
+
+
+def _names(engine: bytes, module: str, name: str) -> bytes:
+    """An engine part like ``engine`` (a state of the current format) whose object names
+    ``module.name`` instead of the engine class."""
+    obj = msgpack.ExtType(state_codec._OBJ, msgpack.packb([module, name, msgpack.packb(None)]))
+    fmt = IncrementalEngine.STATE_FORMAT
+    assert state_codec.loads(engine)[0] == fmt
+    return msgpack.packb(
+        msgpack.ExtType(state_codec._TUPLE, msgpack.packb([fmt, obj])), use_bin_type=True
+    )
 
 
 _damage = st.one_of(
@@ -104,11 +118,17 @@ def test_crafted_state_runs_no_code(tmp_path):
     state = load_state(path)
     assert state is not None
     marker = tmp_path / "ran"
-    state.engine = pickle.dumps((1, _RunsCode(str(marker))))
-    save_state(path, state)  # a valid checksum: only the engine part is hostile
-    results = run_all(spec, root)
-    assert not marker.exists()
-    assert results["path"].mode == "rebuilt"
-    assert "cannot be read" in results["path"].rebuilt_because
-    assert "UnsafeState" in results["path"].rebuilt_because
+    for hostile, why in (
+        (pickle.dumps((1, _RunsCode(str(marker)))), "cannot be read"),  # a pickle is no state
+        (_names(state.engine, "os", "system"), "UnsafeState"),  # a state naming os.system
+    ):
+        state.engine = hostile
+        save_state(path, state)  # a valid checksum: only the engine part is hostile
+        results = run_all(spec, root)
+        assert not marker.exists()
+        assert results["path"].mode == "rebuilt"
+        assert "cannot be read" in results["path"].rebuilt_because
+        assert why in results["path"].rebuilt_because
+        state = load_state(path)
+        assert state is not None
     assert tables_right(spec, root, EDGES_V1)

@@ -267,10 +267,10 @@ def test_oracle_nullary_predicates_against_naive():
             assert engine.relation(p) == expected[p], p
 
 
-def test_differential_pickled_state_continues_the_same():
-    """The runtime saves engine state with pickle: a stratum loaded back continues exactly
-    like the one that was never saved."""
-    import pickle
+def test_differential_saved_state_continues_the_same():
+    """The runtime saves engine state with ``engine.state_codec``: a stratum loaded back
+    continues exactly like the one that was never saved."""
+    from engine import state_codec
 
     prog = load_program(STRATIFIED)
     data = {"edge": DRED_GRAPH, "node": {(i,) for i in range(1, 7)},
@@ -278,7 +278,7 @@ def test_differential_pickled_state_continues_the_same():
     kept, saved = DbspComposer(prog, data), DbspComposer(prog, data)
     kept.apply({"edge": {(2, 3): -1}})
     saved.apply({"edge": {(2, 3): -1}})
-    saved.strata = pickle.loads(pickle.dumps(saved.strata))
+    saved.strata = state_codec.loads(state_codec.dumps(saved.strata))
     for delta in ({"edge": {(5, 6): 1, (2, 1): -1}}, {"edge": {(2, 3): 1}}):
         assert kept.apply(delta) == saved.apply(delta)
     for p in prog.idb:

@@ -201,7 +201,7 @@ def test_functional_edb_rejects_a_second_value_before_changing_anything():
 
 
 def test_regression_saved_state_keeps_the_infinite_bounds():
-    """Shrunk counterexample: the -inf/+inf bounds of recorded intervals must unpickle as
+    """Shrunk counterexample: the -inf/+inf bounds of recorded intervals must load as
     the same singletons, or a loaded engine misses the region of an empty relation."""
     prog = load_program(".decl e(a: int, b: int)\np0(t) :- e(x, y), t = x + 0.\n")
     engine = IncrementalEngine.loads(IncrementalEngine(prog, {}, "sensitivity").dumps())
