@@ -6,10 +6,10 @@ one-stratum pipeline in a temporary warehouse and materializes it once (a full l
 saves the engine state as ``pipelines.maintain`` does). Then, on that saved state:
 
 * load: ``pipelines.state_store.load_state`` (read the state file) + ``IncrementalEngine.loads``
-  (unpickle the engine);
+  (decode the engine);
 * apply: ``IncrementalEngine.apply`` of a 10-tuple change (5 erasures of present rows, 5
   insertions of new ones), the median of three such changes;
-* save: ``IncrementalEngine.dumps`` (pickle) + ``save_state`` (atomic write: temp file,
+* save: ``IncrementalEngine.dumps`` (encode) + ``save_state`` (atomic write: temp file,
   fsync, rename, fsync of the folder) to a temporary folder;
 
 and the ratio (load + save) / apply: how many times the change's own work a run spends on
@@ -191,8 +191,8 @@ def _instrumented(clock: _Clock) -> Iterator[None]:
     maintain.load_state = clock.wrap("read", maintain.load_state)  # type: ignore[assignment]
     maintain.save_state = clock.wrap("write", maintain.save_state)  # type: ignore[assignment]
     IncrementalEngine.loads = classmethod(  # type: ignore[method-assign, assignment]
-        clock.wrap("unpickle", saved[2].__func__))
-    IncrementalEngine.dumps = clock.wrap("pickle", saved[3])  # type: ignore[method-assign]
+        clock.wrap("decode", saved[2].__func__))
+    IncrementalEngine.dumps = clock.wrap("encode", saved[3])  # type: ignore[method-assign]
     IncrementalEngine.apply = clock.wrap("apply", saved[4])  # type: ignore[method-assign]
     try:
         yield
@@ -214,8 +214,8 @@ def _best(fn: Callable[[], float], budget: float = 1.0, repeat: int = 3) -> floa
 
 def _load_apply_save(path: Path, out: Path, p: Program, n: int, rng: random.Random,
                      rows: list[Row], present: set[Row]) -> dict[str, float]:
-    """Load the state at ``path`` as a run does (read the file, unpickle the engine), apply
-    ``APPLIES`` changes of ``CHANGE`` tuples, save it as a run does (pickle the engine,
+    """Load the state at ``path`` as a run does (read the file, decode the engine), apply
+    ``APPLIES`` changes of ``CHANGE`` tuples, save it as a run does (encode the engine,
     write the state file atomically) to ``out``: the seconds of each part."""
     from engine.runtime import IncrementalEngine
     from pipelines.state_store import load_state, save_state
@@ -234,12 +234,12 @@ def _load_apply_save(path: Path, out: Path, p: Program, n: int, rng: random.Rand
         engine = IncrementalEngine.loads(state.engine)
         t2 = time.perf_counter()
         loaded.append((state, engine))
-        if t2 - t0 < parts.get("read", 0.0) + parts.get("unpickle", float("inf")):
-            parts["read"], parts["unpickle"] = t1 - t0, t2 - t1
+        if t2 - t0 < parts.get("read", 0.0) + parts.get("decode", float("inf")):
+            parts["read"], parts["decode"] = t1 - t0, t2 - t1
         return t2 - t0
 
     load_s = _best(load)
-    # Where the unpickling time goes: the same load with the cyclic collector off (its
+    # Where the decoding time goes: the same load with the cyclic collector off (its
     # generational passes over the millions of new containers), a diagnostic only.
     loaded.clear()
     _release()
@@ -249,7 +249,7 @@ def _load_apply_save(path: Path, out: Path, p: Program, n: int, rng: random.Rand
     try:
         t0 = time.perf_counter()
         IncrementalEngine.loads(blob.engine)
-        parts["unpickle_nogc"] = time.perf_counter() - t0
+        parts["decode_nogc"] = time.perf_counter() - t0
     finally:
         gc.enable()
     del blob
@@ -271,8 +271,8 @@ def _load_apply_save(path: Path, out: Path, p: Program, n: int, rng: random.Rand
         t1 = time.perf_counter()
         size = save_state(out, state)
         t2 = time.perf_counter()
-        if t2 - t0 < parts.get("pickle", 0.0) + parts.get("write", float("inf")):
-            parts["pickle"], parts["write"], parts["saved_bytes"] = t1 - t0, t2 - t1, size
+        if t2 - t0 < parts.get("encode", 0.0) + parts.get("write", float("inf")):
+            parts["encode"], parts["write"], parts["saved_bytes"] = t1 - t0, t2 - t1, size
         return t2 - t0
 
     save_s = _best(save)
@@ -353,14 +353,14 @@ def run(sizes: Sequence[int], programs: Sequence[str], out: Callable[[str], None
         io = r["load_s"] + r["save_s"]
         rows.append([
             r["program"], r["n"], r["idb_rows"], f"{r['bytes'] / 2**20:.2f}",
-            round(r["bytes"] / r["n"]), r["save_s"], r["pickle"], r["load_s"], r["unpickle"],
-            r["unpickle_nogc"],
+            round(r["bytes"] / r["n"]), r["save_s"], r["encode"], r["load_s"], r["decode"],
+            r["decode_nogc"],
             r["apply_s"] * 1000, f"{io / r['apply_s']:,.0f}x", r["full_s"],
             round(r["rss_mb"]),
         ])
     out(format_table(
-        ["program", "base tuples", "IDB rows", "state MiB", "B/tuple", "save s", "pickle s",
-         "load s", "unpickle s", "unpickle gc off s", "apply 10 ms", "(load+save)/apply",
+        ["program", "base tuples", "IDB rows", "state MiB", "B/tuple", "save s", "encode s",
+         "load s", "decode s", "decode gc off s", "apply 10 ms", "(load+save)/apply",
          "full load s", "peak RSS MiB"],
         rows,
     ))
@@ -371,8 +371,8 @@ def run(sizes: Sequence[int], programs: Sequence[str], out: Callable[[str], None
         rows = []
         for r in runs:
             m = r["run"]
-            load = m.get("read", 0.0) + m.get("unpickle", 0.0)
-            save = m.get("pickle", 0.0) + m.get("write", 0.0)
+            load = m.get("read", 0.0) + m.get("decode", 0.0)
+            save = m.get("encode", 0.0) + m.get("write", 0.0)
             other = m["run_s"] - load - save - m.get("apply", 0.0)
             rows.append([
                 r["program"], r["n"], f"{m['in']}/{m['out']}", m["run_s"], load,
@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     top = 10_000 if args.quick else (max(SIZES) if args.full else args.max_size)
     sizes = [s for s in SIZES if s <= top]
-    print("Engine state between runs: save (pickle + atomic write) and load (read + unpickle)"
+    print("Engine state between runs: save (encode + atomic write) and load (read + decode)"
           f" against the data size; apply: one {CHANGE}-tuple change (median of {APPLIES})")
     run(sizes, args.program or DEFAULT_PROGRAMS, pipeline=not args.no_pipeline)
     return 0

@@ -74,6 +74,7 @@ CHANGE_MISFIT = _code("DL307", "an IDB change deletes rows its table does not ho
 VALUE_OUT_OF_RANGE = _code("DL308", "a derived value its table's column cannot store")
 HISTORY_LOST = _code("DL309", "the change between two table versions cannot be read any more")
 TXN_TAKEN = _code("DL310", "the run's commit is already in the table (another run applied it)")
+TABLE_UNREADABLE = _code("DL311", "a table version whose data files are missing or damaged")
 BAD_BINDING = _code("DL401", "pipeline.toml does not match the program, or is not valid TOML")
 UNSUPPORTED = _code("DL900", "not supported")
 NOT_SUPPORTED = _code("DL901", "a construct this strategy or backend does not support")

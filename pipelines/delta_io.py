@@ -5,9 +5,10 @@ Maven; Spark gets the data through Arrow (``spark_dataframe``), never by reading
 as plain parquet (that would also read files the log has removed).
 """
 
+import contextlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from engine.errors import CHANGE_MISFIT, HISTORY_LOST, TXN_TAKEN, DataError
+from engine.errors import CHANGE_MISFIT, HISTORY_LOST, TABLE_UNREADABLE, TXN_TAKEN, DataError
 from engine.values import Row
 from schemas.relation import arrow_to_rows, normalize
 
@@ -49,24 +50,54 @@ def table_version(uri: str) -> int:
     return DeltaTable(uri).version()
 
 
+class TableUnreadable(DataError):
+    """A version of a table cannot be read: a data file its log lists is missing or
+    damaged, or the log entry itself is gone."""
+
+    code = TABLE_UNREADABLE
+
+
+@contextlib.contextmanager
+def _reading(uri: str, version: int | None) -> Iterator[None]:
+    """Turn what delta-rs, Arrow or the file system raise while reading a table version
+    into ``TableUnreadable`` naming the table and version (a missing table stays
+    ``TableNotFoundError``: callers check for it first)."""
+    try:
+        yield
+    except TableNotFoundError:
+        raise
+    except (DeltaError, pa.ArrowException, OSError) as err:
+        text = str(err).strip()
+        first = text.splitlines()[0][:200] if text else type(err).__name__
+        at = "its latest version" if version is None else f"version {version}"
+        raise TableUnreadable(
+            f"{at} of the table cannot be read ({first}): a data file its log lists is "
+            "missing or damaged; restore the file, or write the table anew",
+            uri,
+        ) from None
+
+
 def read_arrow(uri: str, version: int | None = None) -> pa.Table:
     """The table's contents (at ``version``, default latest), strings as plain ``string``."""
-    return normalize(DeltaTable(uri, version=version).to_pyarrow_table())
+    with _reading(uri, version):
+        return normalize(DeltaTable(uri, version=version).to_pyarrow_table())
 
 
 def head(uri: str, version: int | None = None, rows: int = 1) -> pa.Table:
     """The first ``rows`` rows of the table (at ``version``), read lazily."""
-    table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
-    return pa.table(table.to_pyarrow_dataset().head(rows))
+    with _reading(uri, version):
+        table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+        return pa.table(table.to_pyarrow_dataset().head(rows))
 
 
 def row_count(uri: str, version: int | None = None) -> int:
     """Row count from the file statistics in the Delta log (no data files read)."""
-    dt = DeltaTable(uri, version=version)
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    if "num_records" in actions.column_names and actions.column("num_records").null_count == 0:
-        return int(pc.sum(actions.column("num_records")).as_py() or 0)
-    return dt.to_pyarrow_table().num_rows
+    with _reading(uri, version):
+        dt = DeltaTable(uri, version=version)
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        if "num_records" in actions.column_names and actions.column("num_records").null_count == 0:
+            return int(pc.sum(actions.column("num_records")).as_py() or 0)
+        return dt.to_pyarrow_table().num_rows
 
 
 def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
@@ -75,12 +106,13 @@ def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
     they cannot hold a key), then an exact semi-join."""
     if not keys.num_rows:
         return read_arrow(uri, version).slice(0, 0)
-    dataset = DeltaTable(uri, version=version).to_pyarrow_dataset()
     predicate = None
     for name in keys.column_names:
         term = pc.field(name).isin(pc.unique(keys.column(name)))
         predicate = term if predicate is None else predicate & term
-    found = normalize(dataset.to_table(filter=predicate))
+    with _reading(uri, version):
+        dataset = DeltaTable(uri, version=version).to_pyarrow_dataset()
+        found = normalize(dataset.to_table(filter=predicate))
     names = found.column_names
     return found.join(normalize(keys), keys=keys.column_names, join_type="left semi").select(names)
 
@@ -160,7 +192,7 @@ def changes(
         return {}
     try:
         return _changes(uri, start, end, columns)
-    except (DeltaError, pa.ArrowException, OSError) as err:
+    except (DeltaError, pa.ArrowException, OSError, TableUnreadable) as err:
         text = str(err).strip()
         first = text.splitlines()[0][:200] if text else type(err).__name__
         raise HistoryLost(

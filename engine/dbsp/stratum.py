@@ -193,8 +193,9 @@ class _RuleInfo:
             self.float_col = self.schema.columns[-1].type == "float"
             self.groups: dict[tuple[Any, ...], _Group] = {}
 
-    # Saving (``engine.state_codec`` takes the state pickle would): closures are rebuilt, plans from their
-    # variable orders (``DbspStratum.__setstate__``), so layers keep their permutations.
+    # Saving (``engine.state_codec`` takes the state pickle would): closures are rebuilt,
+    # plans from their variable orders (``DbspStratum.__setstate__``), so layers keep their
+    # permutations.
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("project", "plans")}
         state["orders"] = {seed: plan.order for seed, plan in self.plans.items()}

@@ -1,0 +1,119 @@
+"""Faults at the Delta layer, in random sequences between runs: EDB changes, vacuums with no
+retention, removed change-data files, a log pruned behind a checkpoint, a data file of the
+current version removed (then the table written anew), and a writer committing to an input
+while a run is under way. After each run: either a DL error with a registered code (the
+damaged table named) or IDB tables equal to the naive evaluator on the current EDB, never
+another exception; a run after the damage is repaired is right again."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from engine.errors import CODES, DeltalogError
+from pipelines import delta_io, run
+from tests.dagster_project.tiny import edge_table, make_pipeline, run_all, tables_right
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+_edges = st.sets(st.tuples(st.integers(1, 5), st.integers(1, 5)), max_size=8).map(sorted)
+_ops = st.one_of(
+    st.tuples(st.just("overwrite"), _edges),
+    st.tuples(st.just("append"), _edges),
+    st.tuples(st.just("delete"), st.integers(1, 5)),
+    st.tuples(st.sampled_from(["vacuum", "drop_cdf", "prune_log", "remove_file"]), st.none()),
+    st.tuples(st.just("concurrent"), _edges),
+)
+
+
+def _current(uri: str) -> list[tuple[int, int]] | None:
+    """The edges of the table's latest version, or None when it cannot be read."""
+    try:
+        rows = delta_io.read_arrow(uri).to_pylist()
+    except DeltalogError:
+        return None
+    return sorted({(r["src"], r["dst"]) for r in rows})
+
+
+def _apply(op: str, arg, uri: str) -> None:
+    table = DeltaTable(uri)
+    if op == "overwrite":
+        write_deltalake(uri, edge_table(arg), mode="overwrite")
+    elif op == "append":
+        write_deltalake(uri, edge_table(arg), mode="append")
+    elif op == "delete":
+        table.delete(f"src = {arg}")
+    elif op == "vacuum":
+        table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    elif op == "drop_cdf":
+        shutil.rmtree(f"{uri}/_change_data", ignore_errors=True)
+    elif op == "prune_log":
+        table.create_checkpoint()
+        version = table.version()
+        for f in Path(uri, "_delta_log").glob("*.json"):
+            if int(f.name.split(".")[0]) < version:
+                f.unlink()
+    elif op == "remove_file":
+        files = table.file_uris()
+        if files:
+            os.remove(files[0].removeprefix("file://"))
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(ops=st.lists(_ops, min_size=1, max_size=6))
+def test_delta_faults_end_in_a_dl_error_or_right_tables(ops, monkeypatch):
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, root = make_pipeline(Path(tmp))
+        run_all(spec, root)
+        uri = spec.table_uri(root, "edge")
+        for op, arg in ops:
+            note(f"{op} {arg}")
+            concurrent = None
+            if op == "concurrent":
+                concurrent = arg  # written by another writer while the next run reads
+            else:
+                _apply(op, arg, uri)
+            _check_run(spec, root, uri, concurrent, monkeypatch)
+        # Repair: write the table anew (a new version with every file present); then right.
+        edges = _current(uri)
+        if edges is None:
+            write_deltalake(uri, edge_table([(1, 2)]), mode="overwrite")
+            edges = [(1, 2)]
+        run_all(spec, root)
+        assert tables_right(spec, root, edges)
+
+
+def _check_run(spec, root, uri, concurrent, monkeypatch) -> None:
+    real_fault = run.fault
+    pending = [concurrent] if concurrent is not None else []
+
+    def writer_meanwhile(point: str, index: int) -> None:
+        real_fault(point, index)
+        if point == "after_read" and pending:
+            write_deltalake(uri, edge_table(pending.pop()), mode="append")
+
+    monkeypatch.setattr(run, "fault", writer_meanwhile)
+    try:
+        run_all(spec, root)
+    except DeltalogError as err:
+        assert err.code in CODES, err
+        assert err.code == "DL311" and err.where == uri, err  # only the damaged input fails
+        assert _current(uri) is None
+        return
+    finally:
+        monkeypatch.setattr(run, "fault", real_fault)
+    edges = _current(uri)
+    if edges is None:  # a removed file the incremental run did not need to read
+        return
+    if concurrent is not None:
+        run_all(spec, root)  # the concurrent commit is the next run's change
+    assert tables_right(spec, root, edges)
