@@ -34,6 +34,11 @@ from sortedcontainers import SortedDict, SortedKeyList, SortedList, SortedSet
 _REF, _OBJ, _LIST, _DICT, _SET, _FROZENSET, _TUPLE, _BIGINT = 1, 2, 3, 4, 5, 6, 7, 8
 _SORTEDLIST, _SORTEDKEYLIST, _SORTEDDICT, _SORTEDSET, _DEFAULTDICT = 9, 10, 11, 12, 13
 _NDARRAY, _DTYPE, _NPSCALAR, _RANDOM, _FRACTION, _FUNC, _CONST = 14, 15, 16, 17, 18, 19, 20
+_SEGMENT = 21
+# An extension whose bytes pass this size is written out of line, as a segment of its own:
+# so a big container deep in the graph is copied once on each side, not once per level
+# of the extensions around it.
+SEGMENT_MIN = 1 << 16
 
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 _SCALARS = (str, float, bool, bytes, type(None))
@@ -90,6 +95,7 @@ def _engine_function(module: str, name: str) -> Callable[..., Any]:
 
 class _Writer:
     def __init__(self) -> None:
+        self.segments: list[bytes] = []
         self.ids: dict[int, int] = {}
         self.keep: list[Any] = []  # keeps every memoized object alive while ids are in use
 
@@ -113,6 +119,15 @@ class _Writer:
         return self.pack([self.enc(x) for x in seq])
 
     def enc(self, x: Any) -> Any:
+        out = self._enc(x)
+        if type(out) is msgpack.ExtType and len(out.data) >= SEGMENT_MIN:
+            self.segments.append(out.data)
+            return msgpack.ExtType(
+                _SEGMENT, msgpack.packb([out.code, len(self.segments) - 1])
+            )
+        return out
+
+    def _enc(self, x: Any) -> Any:
         t = type(x)
         if t is int:
             if _INT_MIN <= x <= _UINT_MAX:
@@ -190,10 +205,17 @@ class _Writer:
 
 
 class _Reader:
-    def __init__(self) -> None:
+    def __init__(self, segments: list[bytes | None]) -> None:
+        self.segments = segments
         self.table: list[Any] = []
 
-    def unpack(self, data: bytes) -> Any:
+    def items(self, data: bytes) -> Any:
+        """What ``_Writer.items`` wrote: a tuple of the items. (Rows the engine shared
+        between structures come back as equal copies: interning them by equality would
+        merge ``(1,)`` and ``(1.0,)``.)"""
+        return self.unpack(data)
+
+    def unpack(self, data: bytes | memoryview) -> Any:
         return msgpack.unpackb(
             data, ext_hook=self.ext, use_list=False, raw=False, strict_map_key=False
         )
@@ -207,12 +229,19 @@ class _Reader:
             return _CONSTS[data.decode()]
         if code == _REF:
             return self.table[msgpack.unpackb(data)]
+        if code == _SEGMENT:
+            inner, index = msgpack.unpackb(data)
+            segment = self.segments[index]
+            if segment is None or inner in (_SEGMENT, _REF):
+                raise UnsafeState(f"segment {index} read twice, or an extension {inner}")
+            self.segments[index] = None  # read once: its memory goes with it
+            return self.ext(inner, segment)
         if code == _BIGINT:
             return int.from_bytes(data, "big", signed=True)
         if code == _TUPLE:
             return tuple(self.unpack(data))
         if code == _FROZENSET:
-            return frozenset(self.unpack(data))
+            return frozenset(self.items(data))
         if code == _FRACTION:
             n, d = self.unpack(data)
             return Fraction(n, d)
@@ -226,12 +255,12 @@ class _Reader:
             return _engine_function(module, name)
         if code == _LIST:
             out: list[Any] = self._register([])
-            out.extend(self.unpack(data))
+            out.extend(self.items(data))
             return out
         if code in (_DICT, _SORTEDDICT):
             d = self._register({} if code == _DICT else SortedDict())
             keys, values = self.unpack(data)
-            d.update(zip(self.unpack(keys), self.unpack(values), strict=True))
+            d.update(zip(self.items(keys), self.items(values), strict=True))
             return d
         if code == _DEFAULTDICT:
             slot = len(self.table)
@@ -242,26 +271,26 @@ class _Reader:
                     raise UnsafeState(f"a saved state may not make a defaultdict of {name}")
                 dd.default_factory = _FACTORIES[name]
             keys, values = self.unpack(body)
-            dd.update(zip(self.unpack(keys), self.unpack(values), strict=True))
+            dd.update(zip(self.items(keys), self.items(values), strict=True))
             assert self.table[slot] is dd
             return dd
         if code == _SET:
             s: set[Any] = self._register(set())
-            s.update(self.unpack(data))
+            s.update(self.items(data))
             return s
         if code == _SORTEDLIST:
             sl = self._register(SortedList())
-            sl.update(self.unpack(data))
+            sl.update(self.items(data))
             return sl
         if code == _SORTEDSET:
             ss = self._register(SortedSet())
-            ss.update(self.unpack(data))
+            ss.update(self.items(data))
             return ss
         if code == _SORTEDKEYLIST:
             slot = len(self.table)
             self._register(None)
             key, items = self.unpack(data)
-            skl = SortedKeyList(self.unpack(items), key=key)
+            skl = SortedKeyList(self.items(items), key=key)
             self.table[slot] = skl
             return skl
         if code == _NDARRAY:
@@ -331,10 +360,15 @@ def dumps(value: Any) -> bytes:
     """``value`` (an engine state) as bytes; raises ``UnsafeState`` for anything an engine
     state is not made of."""
     writer = _Writer()
-    return writer.pack(writer.enc(value))
+    tree = writer.pack(writer.enc(value))
+    return msgpack.packb([tree, *writer.segments], use_bin_type=True)
 
 
 def loads(blob: bytes) -> Any:
     """The state ``dumps`` wrote. Never runs code named by the bytes: raises
     ``UnsafeState`` (or a MessagePack or value error) for anything else."""
-    return _Reader().unpack(blob)
+    parts = msgpack.unpackb(blob, raw=False)
+    if not isinstance(parts, list) or not parts or not all(type(p) is bytes for p in parts):
+        raise UnsafeState("not an engine state: a list of byte strings expected")
+    tree, *segments = parts
+    return _Reader(list(segments)).unpack(tree)

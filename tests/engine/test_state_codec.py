@@ -142,12 +142,18 @@ class _RunsCode:
         return (os.system, (f"touch {self.marker}",))
 
 
+def _state(tree) -> bytes:
+    """A state file's engine part holding ``tree`` and no segments."""
+    return msgpack.packb([msgpack.packb(tree, use_bin_type=True)], use_bin_type=True)
+
+
 def _obj(module: str, name: str, state=None) -> bytes:
     inner = msgpack.packb(state)
-    return msgpack.packb(
-        msgpack.ExtType(state_codec._OBJ, msgpack.packb([module, name, inner])),
-        use_bin_type=True,
-    )
+    return _state(msgpack.ExtType(state_codec._OBJ, msgpack.packb([module, name, inner])))
+
+
+def test_the_helpers_write_what_the_reader_reads():
+    assert state_codec.loads(_state((1, "a"))) == (1, "a")
 
 
 @pytest.mark.parametrize(
@@ -165,9 +171,7 @@ def test_a_state_naming_anything_but_an_engine_class_is_refused(module, name):
     "module,name", [("os", "system"), ("builtins", "eval"), ("engine.runtime", "gc.enable")]
 )
 def test_a_state_naming_a_function_other_than_the_engines_is_refused(module, name):
-    blob = msgpack.packb(
-        msgpack.ExtType(state_codec._FUNC, msgpack.packb([module, name])), use_bin_type=True
-    )
+    blob = _state(msgpack.ExtType(state_codec._FUNC, msgpack.packb([module, name])))
     with pytest.raises(state_codec.UnsafeState):
         state_codec.loads(blob)
 
@@ -198,3 +202,21 @@ def test_values_that_are_not_state_are_not_written():
         state_codec.dumps(lambda: 0)
     with pytest.raises(state_codec.UnsafeState):
         state_codec.dumps(np.array([object()], dtype=object))
+
+
+def test_big_containers_are_segments_read_once():
+    rows = {(i, str(i)) for i in range(20_000)}
+    value = {"a": rows, "b": rows, "nested": [[sorted(rows)]]}
+    blob = state_codec.dumps(value)
+    parts = msgpack.unpackb(blob)
+    assert len(parts) >= 3  # the tree and a segment per big container
+    back = state_codec.loads(blob)
+    assert back["a"] is back["b"] and back["a"] == rows
+    assert back["nested"][0][0] == sorted(rows)
+    tree, first, *rest = parts
+    reused = msgpack.packb([tree, first, *rest], use_bin_type=True)
+    assert state_codec.loads(reused)["a"] == rows
+    seg = msgpack.ExtType(state_codec._SEGMENT, msgpack.packb([state_codec._SET, 0]))
+    twice = msgpack.packb([msgpack.packb([seg, seg]), first], use_bin_type=True)
+    with pytest.raises(state_codec.UnsafeState):
+        state_codec.loads(twice)

@@ -39,9 +39,8 @@ def _names(engine: bytes, module: str, name: str) -> bytes:
     obj = msgpack.ExtType(state_codec._OBJ, msgpack.packb([module, name, msgpack.packb(None)]))
     fmt = IncrementalEngine.STATE_FORMAT
     assert state_codec.loads(engine)[0] == fmt
-    return msgpack.packb(
-        msgpack.ExtType(state_codec._TUPLE, msgpack.packb([fmt, obj])), use_bin_type=True
-    )
+    tree = msgpack.packb(msgpack.ExtType(state_codec._TUPLE, msgpack.packb([fmt, obj])))
+    return msgpack.packb([tree], use_bin_type=True)
 
 
 _damage = st.one_of(
