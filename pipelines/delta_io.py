@@ -1,8 +1,9 @@
 """The one Delta Lake adapter: every table read and write goes through here.
 
 Tables are read and written with ``deltalake`` (delta-rs) because Spark's Delta jars need
-Maven; Spark gets the data through Arrow (``spark_dataframe``), never by reading a Delta folder
-as plain parquet (that would also read files the log has removed).
+Maven; Spark reads a table version as the exact list of parquet files its log names
+(``spark_dataframe``), never a Delta folder as plain parquet (that would also read files the
+log has removed).
 """
 
 import contextlib
@@ -16,7 +17,15 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from engine.errors import CHANGE_MISFIT, HISTORY_LOST, TABLE_UNREADABLE, TXN_TAKEN, DataError
+from engine.errors import (
+    CHANGE_MISFIT,
+    HISTORY_LOST,
+    NOT_SUPPORTED,
+    TABLE_UNREADABLE,
+    TXN_TAKEN,
+    DataError,
+    NotSupportedError,
+)
 from engine.values import Row
 from schemas.relation import arrow_to_rows, normalize
 
@@ -357,12 +366,42 @@ def commit_delta(
 
 
 def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None) -> "DataFrame":
-    """The table (at ``version``) as a Spark DataFrame, handed over through Arrow.
+    """The table (at ``version``) as a Spark DataFrame that Spark's own parquet reader reads
+    from the version's exact file list (from the Delta log, through delta-rs): executors
+    read the files, the driver holds only their names (Spark's Delta reader needs jars from
+    Maven). Partition columns come from the files' paths, cast to the log's types.
 
-    This is the one place that would switch to Spark's native Delta reader in a deployment
-    that has the Delta jars.
-    """
-    return spark.createDataFrame(read_arrow(uri, version))
+    Raises ``NotSupportedError`` for a table whose protocol a plain parquet read would get
+    wrong: deletion vectors (rows deleted without rewriting their file) or column mapping
+    (columns stored under other names)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    with _reading(uri, version):
+        dt = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+        features = set(dt.protocol().reader_features or ())
+        mapping = dt.metadata().configuration.get("delta.columnMapping.mode") or "none"
+        files = dt.file_uris()
+        schema = pa.schema(dt.schema().to_arrow())
+        partitions = list(dt.metadata().partition_columns)
+    unsupported = sorted(features & {"deletionVectors", "columnMapping"})
+    if mapping != "none":
+        unsupported.append(f"column mapping mode '{mapping}'")
+    if unsupported:
+        raise NotSupportedError(
+            f"Spark reads Delta tables as their parquet files here, and this table's protocol "
+            f"needs {', '.join(unsupported)}: rewrite it without (or read it where Spark has "
+            "the Delta Lake jars)",
+            uri,
+            NOT_SUPPORTED,
+        )
+    if not files:
+        return spark.createDataFrame(normalize(schema.empty_table()))
+    reader = spark.read.option("basePath", uri) if partitions else spark.read
+    df = reader.parquet(*files)
+    for name in partitions:
+        df = df.withColumn(name, F.col(name).cast(from_arrow_type(schema.field(name).type)))
+    return df.select(*schema.names)
 
 
 __all__ = [

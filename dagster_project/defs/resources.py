@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAREHOUSE_ENV = "DELTALOG_WAREHOUSE"
 STATE_ENV = "DELTALOG_STATE"
+SPARK_MASTER_ENV = "DELTALOG_SPARK_MASTER"
+SPARK_DRIVER_MEMORY_ENV = "DELTALOG_SPARK_DRIVER_MEMORY"
+SPARK_EXECUTOR_MEMORY_ENV = "DELTALOG_SPARK_EXECUTOR_MEMORY"
 
 
 def default_warehouse_root() -> str:
@@ -51,12 +54,46 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 class SparkResource(dg.ConfigurableResource):
-    """A local Spark session, created on first use (assets that never call ``session()``
-    start no JVM) and shared by the whole process."""
+    """The Spark session of the checks and the rebuild job, created on first use (assets
+    that never call ``session()`` start no JVM) and shared by the whole process. Local
+    (``local[*]``) by default; any cluster by ``master`` and ``spark_config``, as Dagster
+    configuration or from the environment."""
 
     app_name: str = Field(
         default="deltalog", description="Spark application name (shown in Spark's logs)."
     )
+    master: str = Field(
+        default_factory=lambda: os.environ.get(SPARK_MASTER_ENV) or "local[*]",
+        description=(
+            "Spark master URL: local[*] (every core of this machine), local[N], "
+            f"spark://host:7077, yarn, k8s://... Default: ${SPARK_MASTER_ENV}, else local[*]."
+        ),
+    )
+    driver_memory: str = Field(
+        default_factory=lambda: os.environ.get(SPARK_DRIVER_MEMORY_ENV) or "2g",
+        description=f"spark.driver.memory. Default: ${SPARK_DRIVER_MEMORY_ENV}, else 2g.",
+    )
+    executor_memory: str | None = Field(
+        default_factory=lambda: os.environ.get(SPARK_EXECUTOR_MEMORY_ENV) or None,
+        description=(
+            f"spark.executor.memory on a cluster. Default: ${SPARK_EXECUTOR_MEMORY_ENV}, "
+            "else Spark's own."
+        ),
+    )
+    spark_config: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "More Spark settings (as PySparkResource's spark_config), e.g. "
+            '{"spark.sql.shuffle.partitions": "64"}; they win over the fields above.'
+        ),
+    )
+
+    def conf(self) -> dict[str, str]:
+        """The Spark settings this resource asks for."""
+        conf = {"spark.master": self.master, "spark.driver.memory": self.driver_memory}
+        if self.executor_memory:
+            conf["spark.executor.memory"] = self.executor_memory
+        return {**conf, **{str(k): str(v) for k, v in self.spark_config.items()}}
 
     def session(self) -> "SparkSession":
         from pyspark.sql import SparkSession
@@ -65,7 +102,7 @@ class SparkResource(dg.ConfigurableResource):
 
         # Reuse the process's session as is (the builder would warn about ignored settings).
         active = SparkSession.getActiveSession()
-        return active if active is not None else make_spark_session(self.app_name)
+        return active if active is not None else make_spark_session(self.app_name, self.conf())
 
 
 def local_resources(root: str | Path | None = None) -> dict[str, dg.ConfigurableResource]:

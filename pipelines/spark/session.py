@@ -21,7 +21,7 @@ from engine.values import Value
 from schemas.relation import arrow_schema, spark_schema, spark_type
 
 SPARK_CONF: dict[str, str] = {
-    "spark.master": "local[2]",
+    "spark.master": "local[*]",
     "spark.driver.memory": "2g",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",
@@ -53,8 +53,9 @@ _ACCEPTED: dict[str, tuple[type[T.DataType], ...]] = {
 def make_spark_session(
     app_name: str = "deltalog", conf: Mapping[str, str] | None = None
 ) -> SparkSession:
-    """A local Spark session (or the one already running in this process, whose JVM
-    settings then stay as they were). ``conf`` adds to or overrides ``SPARK_CONF``."""
+    """A Spark session, local by default (or the one already running in this process,
+    whose JVM settings then stay as they were). ``conf`` adds to or overrides
+    ``SPARK_CONF`` (``spark.master`` names a cluster)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers (Arrow UDFs) must run the interpreter that has our dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -5,9 +5,9 @@ import json
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
-from engine.errors import CHANGE_MISFIT, TXN_TAKEN
+from engine.errors import CHANGE_MISFIT, TXN_TAKEN, NotSupportedError
 from pipelines import delta_io
 from schemas.relation import arrow_to_rows
 
@@ -104,11 +104,38 @@ def test_stamp_records_metadata_without_rows(uri):
 
 
 @pytest.mark.spark
-def test_spark_dataframe_reads_a_version_through_arrow(uri, spark):
+def test_spark_reads_a_version_by_its_file_list(uri, spark):
     delta_io.replace_contents(uri, _table(V1), {})
     delta_io.replace_contents(uri, _table(V2), {})
     df = delta_io.spark_dataframe(spark, uri, version=1)
     assert {tuple(r) for r in df.collect()} == set(V1)
+    assert {tuple(r) for r in delta_io.spark_dataframe(spark, uri).collect()} == set(V2)
+    # Spark's parquet reader reads the files (the plan scans them; no Arrow hand-over).
+    assert "FileScan parquet" in df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.mark.spark
+def test_spark_reads_partitioned_tables_with_the_logs_types(tmp_path, spark):
+    uri = str(tmp_path / "parted")
+    table = pa.table({"a": pa.array([1, 2, 3], pa.int64()), "p": pa.array([7, 8, 7], pa.int64())})
+    write_deltalake(uri, table, partition_by=["p"])
+    df = delta_io.spark_dataframe(spark, uri)
+    assert df.columns == ["a", "p"]
+    assert dict(df.dtypes) == {"a": "bigint", "p": "bigint"}
+    assert sorted(tuple(r) for r in df.collect()) == [(1, 7), (2, 8), (3, 7)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "config,what",
+    [({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
+     ({"delta.columnMapping.mode": "name"}, "column mapping")],
+)
+def test_spark_refuses_tables_a_parquet_read_would_get_wrong(tmp_path, spark, config, what):
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1, 2]}), configuration=config)
+    with pytest.raises(NotSupportedError, match=what):
+        delta_io.spark_dataframe(spark, uri)
 
 
 def test_rows_arrow_round_trip_and_string_views():

@@ -1,0 +1,52 @@
+"""The Spark resource's configuration surface: master URL, memory and any Spark setting
+from Dagster configuration or the environment, local[*] by default; a session it starts
+has them (checked in a process of its own, whose JVM is not the test session's)."""
+
+import json
+import subprocess
+import sys
+
+from dagster_project.defs.resources import SparkResource
+
+
+def test_defaults_are_local_with_every_core(monkeypatch):
+    for name in ("DELTALOG_SPARK_MASTER", "DELTALOG_SPARK_DRIVER_MEMORY",
+                 "DELTALOG_SPARK_EXECUTOR_MEMORY"):
+        monkeypatch.delenv(name, raising=False)
+    conf = SparkResource().conf()
+    assert conf == {"spark.master": "local[*]", "spark.driver.memory": "2g"}
+
+
+def test_environment_and_configuration(monkeypatch):
+    monkeypatch.setenv("DELTALOG_SPARK_MASTER", "spark://head:7077")
+    monkeypatch.setenv("DELTALOG_SPARK_EXECUTOR_MEMORY", "8g")
+    conf = SparkResource(spark_config={"spark.sql.shuffle.partitions": "64"}).conf()
+    assert conf["spark.master"] == "spark://head:7077"
+    assert conf["spark.executor.memory"] == "8g"
+    assert conf["spark.sql.shuffle.partitions"] == "64"
+    conf = SparkResource(master="local[1]", spark_config={"spark.master": "local[2]"}).conf()
+    assert conf["spark.master"] == "local[2]"  # spark_config wins
+
+
+CHILD = """
+import json
+from dagster_project.defs.resources import SparkResource
+spark = SparkResource(
+    master="local[1]", driver_memory="1g", spark_config={"spark.sql.shuffle.partitions": "3"}
+).session()
+print(json.dumps({k: spark.conf.get(k) for k in
+                  ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions")}))
+spark.stop()
+"""
+
+
+def test_a_session_has_what_the_resource_asks():
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {
+        "spark.master": "local[1]",
+        "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "3",
+    }
