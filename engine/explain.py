@@ -13,7 +13,7 @@ that no instance gets past (the positive atom with no matching fact under the bi
 far, the negation that holds, the comparison that fails).
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from engine.analysis.program import AnalyzedProgram
@@ -321,9 +321,14 @@ def check_condition(item: Compare, env: Mapping[str, Value]) -> bool:
     return left is not None and right is not None and compare(item.op, left, right)
 
 
-def render(tree: Derivation, functional: frozenset[str] = frozenset()) -> list[str]:
+def render(
+    tree: Derivation,
+    functional: frozenset[str] = frozenset(),
+    note: Callable[[Derivation], str] | None = None,
+) -> list[str]:
     """The tree as indented lines: each fact, the rule that derived it (file:line) or
-    where it comes from, and the conditions its instance met."""
+    where it comes from (and ``note(node)`` after an input fact), and the conditions its
+    instance met."""
     lines: list[str] = []
 
     def walk(node: Derivation, prefix: str, last: bool, top: bool) -> None:
@@ -333,6 +338,8 @@ def render(tree: Derivation, functional: frozenset[str] = frozenset()) -> list[s
             else f"[rule {node.rule.loc}]" if node.rule.loc is not None
             else f"[rule {node.rule}]"
         )
+        if node.rule is None and note is not None:
+            how = f"{how} {note(node)}".rstrip()
         branch = "" if top else ("└─ " if last else "├─ ")
         lines.append(f"{prefix}{branch}{text}   {how}")
         inner = prefix if top else prefix + ("   " if last else "│  ")

@@ -1,9 +1,11 @@
 """The ``deltalog`` command line: ``eval`` prints every IDB relation as sorted fact lines;
-``run`` applies a transaction script (insert/delete/commit/dump). Errors print
+``run`` applies a transaction script (insert/delete/commit/dump); ``explain`` and
+``what-if`` answer lineage questions on a pipeline's tables. Errors print
 ``FILE:LINE:COL: error DLnnn: message`` on stderr and exit 1, never a traceback."""
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +18,9 @@ from engine.runtime import STRATEGIES, Delta, make_engine
 from engine.script import parse_script
 from engine.source import decode_source
 from engine.values import Row, format_relations
+from pipelines import lineage
 from pipelines.facts import load_facts_dir
+from pipelines.spec import PipelineSpec, load_pipeline
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -80,6 +84,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline(args: argparse.Namespace) -> tuple[PipelineSpec, str]:
+    return load_pipeline(args.pipeline), args.warehouse or os.environ.get(
+        "DELTALOG_WAREHOUSE", "warehouse"
+    )
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    spec, root = _pipeline(args)
+    if args.why_not:
+        lines = lineage.why_not(root, spec, args.fact)
+    else:
+        lines = lineage.explain(root, spec, args.fact, args.all)
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _cmd_what_if(args: argparse.Namespace) -> int:
+    spec, root = _pipeline(args)
+    state = args.state or os.environ.get("DELTALOG_STATE") or None
+    change = lineage.what_if(root, spec, args.delete, args.insert, state)
+    lines = lineage.format_change(spec.program, change)
+    sys.stdout.write("\n".join(lines) + "\n" if lines else "no IDB row would change\n")
+    return 0
+
+
+def _pipeline_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pipeline", help="a pipeline folder, or its name under the pipelines")
+    parser.add_argument("--warehouse", metavar="DIR",
+                        help="warehouse root (default: $DELTALOG_WAREHOUSE, else ./warehouse)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deltalog", description="Incremental Datalog views over Delta Lake tables."
@@ -100,6 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stats", action="store_true",
                      help="print one JSON line of work counters per commit on stderr")
     run.set_defaults(func=_cmd_run)
+    ex = sub.add_parser("explain", help="why a row of a pipeline's table is there (or not)")
+    _pipeline_args(ex)
+    ex.add_argument("fact", help="the row as a fact, e.g. 'reaches(\"curl\", \"libssl3\")'")
+    ex.add_argument("--all", type=int, default=1, metavar="N",
+                    help="print up to N derivations (the first is of minimal height)")
+    ex.add_argument("--why-not", action="store_true",
+                    help="for an absent row: per rule, the first body item no instance passes")
+    ex.set_defaults(func=_cmd_explain)
+    wi = sub.add_parser("what-if", help="what every IDB table would gain and lose if EDB "
+                        "facts changed (nothing is written)")
+    _pipeline_args(wi)
+    wi.add_argument("--delete", action="append", default=[], metavar="FACT")
+    wi.add_argument("--insert", action="append", default=[], metavar="FACT")
+    wi.add_argument("--state", metavar="DIR",
+                    help="saved engine states (default: $DELTALOG_STATE, else in the warehouse)")
+    wi.set_defaults(func=_cmd_what_if)
     return parser
 
 

@@ -9,7 +9,7 @@ log has removed).
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -209,6 +209,35 @@ def changes(
             f"({first})",
             uri,
         ) from None
+
+
+def versions_since(uri: str, rows: Iterable[Row]) -> dict[Row, int]:
+    """For each of ``rows`` (rows of the latest version, in the table's column order): the
+    version of the commit whose insert of it is still in force, from the change data
+    feed; rows it cannot place (no feed, or history vacuumed) are left out."""
+    wanted = set(rows)
+    try:
+        dt = DeltaTable(uri)
+        if not wanted or not cdf_enabled(uri):
+            return {}
+        feed = pa.table(dt.load_cdf(starting_version=0, ending_version=dt.version()))
+    except (DeltaError, pa.ArrowException, OSError):
+        return {}
+    names = [c for c in feed.column_names if not c.startswith("_")]
+    feed = normalize(feed).sort_by("_commit_version")
+    since: dict[Row, int] = {}
+    values = [feed.column(n).to_pylist() for n in names]
+    kinds = feed.column("_change_type").to_pylist()
+    versions = feed.column("_commit_version").to_pylist()
+    for i, kind in enumerate(kinds):
+        row = tuple(col[i] for col in values)
+        if row not in wanted:
+            continue
+        if CHANGE_WEIGHTS.get(kind, 0) > 0:
+            since[row] = int(versions[i])
+        elif CHANGE_WEIGHTS.get(kind, 0) < 0:
+            since.pop(row, None)
+    return since
 
 
 class HistoryLost(DataError):
