@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from engine.analysis.program import AnalyzedProgram, Stratum
+from engine.errors import NO_FIXPOINT, DataError
 from engine.heads import aggregate_rows, check_functional, head_product, head_projection
 from engine.join.leapfrog import leapfrog_triejoin
 from engine.join.plan import Env, PreparedRule, build_plan, prepare
@@ -91,8 +92,10 @@ class Evaluator:
         self,
         prog: AnalyzedProgram,
         orders: Mapping[int, Sequence[str]] | None = None,
+        max_iterations: int | None = None,
     ):
         self.prog = prog
+        self.max_iterations = max_iterations
         self.stats = JoinStats()
         self.orders = dict(orders or {})
         self._prepared: dict[int, PreparedRule] = {}
@@ -145,7 +148,17 @@ class Evaluator:
         recursive_rules = [
             r for r in stratum.rules if any(a.pred in own for a in self.prepared(r).atoms)
         ]
+        iterations = 1
         while any(delta.values()):
+            if self.max_iterations is not None and iterations >= self.max_iterations:
+                raise DataError(
+                    f"the recursion of {', '.join(stratum.preds)} still derives new facts "
+                    f"after {iterations} iterations (the limit asked for); with arithmetic "
+                    "in a recursive rule a program can derive facts without end",
+                    stratum.preds[0],
+                    NO_FIXPOINT,
+                )
+            iterations += 1
             new = {p: set() for p in stratum.preds}
             for rule in recursive_rules:
                 atoms = self.prepared(rule).atoms
@@ -209,11 +222,13 @@ def evaluate(
     inputs: Mapping[str, Iterable[Row]],
     preds: Iterable[str] | None = None,
     stats: JoinStats | None = None,
+    max_iterations: int | None = None,
 ) -> dict[str, frozenset[Row]]:
     """IDB relations of ``prog`` over ``inputs`` (EDB relations, and optionally IDB
     relations of earlier strata, which are then not recomputed). ``preds`` selects the
-    relations returned (default: every IDB). Raises ``DataError`` (DL3xx) on bad data."""
-    ev = Evaluator(prog)
+    relations returned (default: every IDB). Raises ``DataError`` (DL3xx) on bad data, and
+    DL312 when a recursive stratum passes ``max_iterations`` semi-naive rounds."""
+    ev = Evaluator(prog, max_iterations=max_iterations)
     if stats is not None:
         ev.stats = stats
     return ev.run(inputs, preds)

@@ -27,7 +27,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     path = Path(args.program)
     prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
-    result = evaluate(prog, inputs)
+    result = evaluate(prog, inputs, max_iterations=args.max_iterations)
     functional = [n for n, s in prog.schemas.items() if s.functional]
     out = format_relations(result, functional)
     if out:
@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a program and print every IDB relation")
     ev.add_argument("program", help="the program (.dl)")
     ev.add_argument("--facts", metavar="DIR", help="directory of <predicate>.csv files")
+    ev.add_argument("--max-iterations", type=int, metavar="N",
+                    help="stop with DL312 when a recursion still derives facts after N "
+                    "rounds (arithmetic in recursion can derive without end; default: none)")
     ev.set_defaults(func=_cmd_eval)
     run = sub.add_parser("run", help="run a transaction script (insert/delete/commit/dump)")
     run.add_argument("program", help="the program (.dl)")

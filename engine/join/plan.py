@@ -113,17 +113,24 @@ def choose_order(
     remaining = all_vars(prep)
     order: list[str] = []
     bound: set[str] = set()
+    frontier: set[str] = set()  # unbound variables of atoms that hold a bound one
+    holders_of: dict[str, list[PlanAtom]] = {}
+    for a in prep.atoms:
+        for x in set(a.vars):
+            holders_of.setdefault(x, []).append(a)
     while remaining:
         ready = sorted(v for v, deps in assign_sources if v in remaining and deps <= bound)
         if ready:
             pick = ready[0]
         else:
-            candidates = sorted(remaining & atom_vars)
+            # Variables sharing an atom with a bound one rank first (``connected`` below):
+            # when there are any, the pick is among them, so only they are costed.
+            candidates = sorted((frontier & remaining) or (remaining & atom_vars))
             if not candidates:
                 raise AssertionError(f"no variable can be bound next among {sorted(remaining)}")
 
             def cost(v: str) -> tuple[int, int, int, int, str]:
-                holders = [a for a in prep.atoms if v in a.vars]
+                holders = holders_of[v]
                 connected = not bound or any(set(a.vars) & bound for a in holders)
                 smallest = min(sizes.get(a.index, 0) for a in holders)
                 # Reading an atom out of its column order needs a sorted, permuted copy of
@@ -139,6 +146,9 @@ def choose_order(
         order.append(pick)
         bound.add(pick)
         remaining.discard(pick)
+        for a in holders_of.get(pick, ()):
+            frontier.update(x for x in a.vars if x not in bound)
+        frontier.discard(pick)
     return tuple(order)
 
 

@@ -8,6 +8,7 @@ and turns lark's exceptions into ``DL1xx`` errors with file, line and column.
 import ast as pyast
 import contextlib
 import itertools
+import math
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -16,6 +17,7 @@ import lark
 from lark import Token, Transformer, v_args
 
 from engine.errors import (
+    INPUT_LIMIT,
     SYNTAX_BAD_LITERAL,
     SYNTAX_BAD_TOKEN,
     SYNTAX_UNEXPECTED,
@@ -85,6 +87,10 @@ _TOKEN_NAMES = {
 }
 
 
+def _short(text: str) -> str:
+    return text if len(text) <= 30 else f"{text[:12]}...{text[-12:]} ({len(text)} characters)"
+
+
 def _describe(expected: set[str]) -> str:
     names = sorted({_TOKEN_NAMES.get(e, e) for e in expected if not e.startswith("__")})
     return ", ".join(names[:8])
@@ -134,10 +140,26 @@ class _ToAst(Transformer[Token, Any]):
         return _WILD
 
     def int_const(self, children: list[Token]) -> Const:
-        return Const(int(children[0]))
+        tok = children[0]
+        digits = str(tok).lstrip("0") or "0"
+        if len(digits) > 19 or int(digits) > 2**63 - 1:
+            raise DeltalogSyntaxError(
+                f"integer literal {_short(str(tok))} is beyond the 64-bit integers",
+                self._tok_loc(tok),
+                SYNTAX_BAD_LITERAL,
+            )
+        return Const(int(digits))
 
     def float_const(self, children: list[Token]) -> Const:
-        return Const(float(children[0]))
+        tok = children[0]
+        value = float(tok)
+        if not math.isfinite(value):  # 1e400: floats are finite (engine.semantics)
+            raise DeltalogSyntaxError(
+                f"float literal {_short(str(tok))} is beyond the float range (±1.8e308)",
+                self._tok_loc(tok),
+                SYNTAX_BAD_LITERAL,
+            )
+        return Const(value)
 
     def string_const(self, children: list[Token]) -> Const:
         tok = children[0]
@@ -363,10 +385,37 @@ def _build(items: list[Any], file: str) -> Program:
     return Program(tuple(decls), tuple(rules), tuple(facts), file)
 
 
+# The deepest parse tree read: a rule's nesting (a chain of 150 `+` terms, parentheses in
+# parentheses) stays below it; deeper input is DL105 instead of exhausting Python's stack
+# in the passes that walk expressions recursively.
+MAX_DEPTH = 200
+
+
+def _check_depth(tree: lark.Tree, file: str) -> None:
+    """Raise DL105 at the first node deeper than ``MAX_DEPTH`` (an iterative walk)."""
+    stack: list[tuple[Any, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        if depth > MAX_DEPTH:
+            meta = node.meta
+            line = getattr(meta, "line", 1) if not meta.empty else 1
+            column = getattr(meta, "column", 1) if not meta.empty else 1
+            raise DeltalogSyntaxError(
+                f"expression nested deeper than {MAX_DEPTH} levels (the limit): split it "
+                "with intermediate variables",
+                Loc(file, line, column),
+                INPUT_LIMIT,
+            )
+        stack.extend((child, depth + 1) for child in node.children)
+
+
 def parse_program(text: str, file: str = "<program>") -> Program:
     """Parse ``text`` (named ``file`` in errors) into a normalized ``Program``."""
     try:
         tree = _lark().parse(text)
+        _check_depth(tree, file)
         items = _ToAst(file).transform(tree)
     except lark.exceptions.VisitError as exc:
         if isinstance(exc.orig_exc, DeltalogSyntaxError):
