@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full demo-wordnet test test-slow lint typecheck ui screenshot bench bench-recursion clean
+.PHONY: help setup demo demo-full demo-wordnet test test-slow fuzz lint typecheck ui screenshot bench bench-recursion clean
 
 help:
 	@echo "make demo       set up, build the local warehouse, run the pipeline twice, print a report"
@@ -13,6 +13,7 @@ help:
 	@echo "make demo-wordnet  the demo of the second pipeline, the WordNet hypernym graph (10-15 min)"
 	@echo "make test       set up and run the default test suite"
 	@echo "make test-slow  the slow tests (larger data)"
+	@echo "make fuzz       fuzz the CLI for FUZZ_MINUTES minutes (default 30): tracebacks, wrong answers"
 	@echo "make lint       ruff + mypy"
 	@echo "make ui         the Dagster UI on http://127.0.0.1:3000"
 	@echo "make screenshot the README's UI screenshots (docs/img/; installs chromium when missing)"
@@ -42,6 +43,9 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
+
+fuzz: $(STAMP)
+	$(BIN)/python scripts/fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check engine schemas pipelines examples dagster_project tests bench

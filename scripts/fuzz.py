@@ -1,0 +1,64 @@
+"""The long fuzz run (``make fuzz``): the CLI fuzz cases of ``tests/fuzz/fuzz_cases.py`` for
+``FUZZ_MINUTES`` minutes (default 30), in rounds of Hypothesis runs with fresh random seeds;
+prints how many cases ran, how many ended in a DL error, and every traceback or wrong
+answer found (each shrunk by Hypothesis to a small case). Exits 1 when it found any.
+
+    FUZZ_MINUTES=30 .venv/bin/python scripts/fuzz.py
+"""
+
+import collections
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hypothesis import HealthCheck, given, settings
+
+from tests.fuzz.fuzz_cases import Traceback, WrongAnswer, any_case, check
+
+ROUND = 200  # cases per Hypothesis run
+
+
+def main() -> int:
+    minutes = float(os.environ.get("FUZZ_MINUTES", "30"))
+    deadline = time.monotonic() + minutes * 60
+    counts: collections.Counter[str] = collections.Counter()
+    errors: collections.Counter[str] = collections.Counter()
+    failures: list[str] = []
+
+    @settings(max_examples=ROUND, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(any_case)
+    def one_round(case):  # type: ignore[no-untyped-def]
+        counts["cases"] += 1
+        outcome = check(case)
+        counts[outcome.kind] += 1
+        if outcome.kind == "error":
+            errors[outcome.detail.split("error ", 1)[-1][:5]] += 1
+
+    rounds = 0
+    while time.monotonic() < deadline:
+        rounds += 1
+        try:
+            one_round()
+        except (Traceback, WrongAnswer) as found:
+            counts["tracebacks" if isinstance(found, Traceback) else "wrong answers"] += 1
+            failures.append(f"{type(found).__name__}: {found}")
+        print(f"round {rounds}: {counts['cases']} cases, {counts['ok']} right answers, "
+              f"{counts['error']} DL errors, {counts['tracebacks']} tracebacks, "
+              f"{counts['wrong answers']} wrong answers", flush=True)
+    print()
+    print(f"fuzz: {minutes:g} minutes, {counts['cases']} cases (shrinking included): "
+          f"{counts['ok']} ran and matched the naive evaluator, {counts['error']} ended in "
+          f"a DL error, {counts['tracebacks']} tracebacks, {counts['wrong answers']} wrong "
+          "answers")
+    print("DL errors by code: " + ", ".join(f"{c} {n}" for c, n in sorted(errors.items())))
+    for failure in failures:
+        print(failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The CLI under fuzzing (quick: a few hundred cases; ``make fuzz`` runs the same cases for
+30 minutes): grammar-generated programs, their byte-level mutations and raw bytes end in
+right answers or one DL error line, never a traceback (``tests/fuzz/fuzz_cases.py``)."""
+
+from hypothesis import HealthCheck, given, settings
+
+from tests.fuzz.fuzz_cases import any_case, byte_cases, check, grammar_cases, mutated_cases
+
+QUICK = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@QUICK
+@given(grammar_cases)
+def test_generated_programs_are_right(case):
+    assert check(case).kind == "ok"
+
+
+@QUICK
+@given(mutated_cases)
+def test_mutated_programs_facts_and_scripts(case):
+    check(case)
+
+
+@QUICK
+@given(byte_cases)
+def test_raw_bytes(case):
+    assert check(case).kind == "error" or case.program.strip() == b""
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_case)
+def test_any_case(case):
+    check(case)
