@@ -142,6 +142,19 @@ def commit_metadata(uri: str, version: int | None = None) -> dict[str, Any]:
     return {}
 
 
+# Commits that rewrite or remove files without changing the table's rows.
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+
+
+def only_maintenance(uri: str, start: int, end: int) -> bool:
+    """Whether every commit after version ``start`` up to ``end`` is table maintenance
+    (compaction, vacuum): the rows at ``end`` are the rows at ``start``."""
+    infos = {int(i["version"]): i for i in history(uri) if start < int(i["version"]) <= end}
+    return len(infos) == end - start and all(
+        i.get("operation") in MAINTENANCE_OPERATIONS for i in infos.values()
+    )
+
+
 def history(uri: str) -> list[dict[str, Any]]:
     """Commit infos of the table, newest first (custom metadata keys are top-level keys)."""
     return [dict(info) for info in DeltaTable(uri).history()]

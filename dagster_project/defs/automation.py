@@ -10,6 +10,9 @@
   of every IDB table (Spark recomputes from the EDB versions each table consumed).
 - ``<pipeline>_rebuild``: every IDB asset in a run tagged ``deltalog/rebuild`` (launch it from
   the UI, or a backfill of the IDB assets with that tag).
+- ``<pipeline>_table_maintenance`` + a weekly schedule (off until turned on): compact and
+  vacuum the pipeline's tables, keeping what a stratum or a check still reads
+  (``pipelines/table_maintenance.py``).
 """
 
 import json
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
+from pydantic import Field
 
 from dagster_project.defs.checks import CHECK_NAME
 from dagster_project.defs.edb import INPUT_CHECK, asset_key
@@ -25,6 +29,11 @@ from dagster_project.defs.idb import REBUILD_TAG
 from dagster_project.defs.resources import WarehouseResource
 from pipelines import delta_io
 from pipelines.spec import PipelineSpec
+from pipelines.table_maintenance import (
+    DEFAULT_MIN_RETENTION_HOURS,
+    maintain_tables,
+    reports_table,
+)
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -33,6 +42,7 @@ if TYPE_CHECKING:
 
 SENSOR_INTERVAL_SECONDS = 30
 RECOMPUTE_CRON = "0 3 * * *"  # daily, 03:00 UTC
+MAINTENANCE_CRON = "0 4 * * 0"  # weekly, Sunday 04:00 UTC
 
 
 def update_job_name(spec: PipelineSpec) -> str:
@@ -45,6 +55,53 @@ def checks_job_name(spec: PipelineSpec) -> str:
 
 def rebuild_job_name(spec: PipelineSpec) -> str:
     return f"{spec.name}_rebuild"
+
+
+def maintenance_job_name(spec: PipelineSpec) -> str:
+    return f"{spec.name}_table_maintenance"
+
+
+class TableMaintenanceConfig(dg.Config):
+    min_retention_hours: int = Field(
+        default=DEFAULT_MIN_RETENTION_HOURS,
+        description=(
+            "Files removed longer ago than this are vacuumed, unless a stratum or a check "
+            "still reads their version (then the retention reaches back to it)."
+        ),
+    )
+    compact: bool = Field(default=True, description="Compact small files before vacuuming.")
+
+
+def _maintenance_job(spec: PipelineSpec) -> dg.JobDefinition:
+    @dg.op(name=f"{spec.name}_maintain_tables", out=dg.Out(dg.Nothing))
+    def maintain(
+        context: dg.OpExecutionContext,
+        config: TableMaintenanceConfig,
+        warehouse: WarehouseResource,
+    ) -> dg.Output[None]:
+        reports = maintain_tables(
+            warehouse.root, spec, warehouse.state_root, config.min_retention_hours,
+            config.compact,
+        )
+        for r in reports:
+            context.log.info(
+                f"{r.pred}: {r.files_before} -> {r.files_after} files, {r.removed_files} "
+                f"vacuumed, versions from {r.needed_from} kept ({r.retention_hours} h)"
+            )
+        return dg.Output(None, metadata={"tables": dg.MetadataValue.json(reports_table(reports))})
+
+    @dg.job(
+        name=maintenance_job_name(spec),
+        description=(
+            f"Compact and vacuum the tables of {spec.name}, keeping every version a stratum "
+            "or a check still reads."
+        ),
+        executor_def=dg.in_process_executor,
+    )
+    def _job() -> None:
+        maintain()
+
+    return _job
 
 
 @dataclass(frozen=True)
@@ -160,8 +217,17 @@ def pipeline_automation(spec: PipelineSpec) -> dg.Definitions:
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=f"Daily at 03:00 UTC: {checks_job_name(spec)}.",
     )
+    maintenance = _maintenance_job(spec)
+    weekly = dg.ScheduleDefinition(
+        name=f"{spec.name}_table_maintenance_weekly",
+        job=maintenance,
+        cron_schedule=MAINTENANCE_CRON,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Sundays at 04:00 UTC: {maintenance_job_name(spec)} (off until turned on).",
+    )
     return dg.Definitions(
-        jobs=[update, checks, rebuild],
+        jobs=[update, checks, rebuild, maintenance],
         sensors=[_edb_sensor(spec, update)],
-        schedules=[schedule],
+        schedules=[schedule, weekly],
     )
