@@ -168,25 +168,33 @@ def check(case: Case) -> Outcome:
         functional = [n for n, s in prog.schemas.items() if s.functional]
         want = format_relations(expected, functional)
         if out.splitlines() != want:
-            raise WrongAnswer(f"eval printed {out!r}, the oracle {want!r}")
+            raise WrongAnswer(f"eval printed {out!r}, the oracle {want!r}\n{_show(case)}")
         rc, out, err = _cli(["run", str(prog_path), "--facts", str(facts),
                              "--script", str(script)])
         if rc != 0:
             _judge_error(err, "run")
             return Outcome("error", err.splitlines()[0])
-        final = _after_script(prog, inputs, case.script.decode())
-        want = format_relations(evaluate_naive(prog, final), functional)
-        if sorted(out.splitlines()) != sorted(want):
-            raise WrongAnswer(f"run printed {out!r}, the oracle {want!r}")
+        want = _run_output(prog, inputs, case.script.decode())
+        if out.splitlines() != want:
+            raise WrongAnswer(f"run printed {out!r}, the oracle {want!r}\n{_show(case)}")
         return Outcome("ok")
 
 
-def _after_script(prog, inputs, script: str) -> dict[str, set]:
-    """The EDB after the committed inserts and deletes of ``script`` (a script that ran)."""
+def _show(case: Case) -> str:
+    facts = {k: v.decode(errors="replace") for k, v in case.facts.items()}
+    return (f"program:\n{case.program.decode(errors='replace')}\nfacts: {facts}\n"
+            f"script:\n{case.script.decode(errors='replace')}")
+
+
+def _run_output(prog, inputs, script: str) -> list[str]:
+    """What ``deltalog run`` prints for ``script`` (which ran): at each dump, the relations
+    the naive evaluator computes from the EDB after the commits before it."""
     from engine.script import parse_script
 
     rels = {name: set(rows) for name, rows in inputs.items()}
     pending: dict[str, dict] = {}
+    functional = [n for n, s in prog.schemas.items() if s.functional]
+    lines: list[str] = []
     for op in parse_script(script, "s.txt", prog):
         if op.kind in ("insert", "delete"):
             pending.setdefault(op.pred, {})[op.row] = op.kind == "insert"
@@ -196,4 +204,10 @@ def _after_script(prog, inputs, script: str) -> dict[str, set]:
                 for row, present in final.items():
                     (rel.add if present else rel.discard)(row)
             pending = {}
-    return rels
+        else:
+            current = {**{n: frozenset(r) for n, r in rels.items()},
+                       **evaluate_naive(prog, rels)}
+            for name in [op.pred] if op.pred is not None else list(prog.idb):
+                lines.extend(format_relations({name: current.get(name, frozenset())},
+                                              functional))
+    return lines
