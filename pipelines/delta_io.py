@@ -272,7 +272,9 @@ def _changes(
         if feed is not None:
             if columns is not None:
                 feed = feed.select([*columns, "_change_type"])
-            return _net_changes(normalize(feed))
+            net = _net_changes(normalize(feed))
+            names = [n for n in feed.column_names if not n.startswith("_")]
+            return _still_present_kept(uri, end, net, names)
     old_table, new_table = read_arrow(uri, start), read_arrow(uri, end)
     if columns is not None:
         old_table, new_table = old_table.select(list(columns)), new_table.select(list(columns))
@@ -281,6 +283,24 @@ def _changes(
     out: dict[Row, int] = dict.fromkeys(new - old, 1)
     out.update(dict.fromkeys(old - new, -1))
     return out
+
+
+def _still_present_kept(
+    uri: str, version: int, net: dict[Row, int], names: list[str]
+) -> dict[Row, int]:
+    """``net`` without the deletions of rows that ``version`` still holds. A Delta table is a
+    bag: with two copies of a row, deleting one (or an overwrite that deletes both and
+    inserts one again) is a net deletion in the change feed, yet the row is still there.
+    Only the rows deleted are looked up (a filtered scan of version ``version``)."""
+    deleted = [row for row, w in net.items() if w < 0]
+    if not deleted:
+        return net
+    schema = arrow_schema_of(uri, version)
+    keys = pa.table(
+        {n: pa.array([r[i] for r in deleted], schema.field(n).type) for i, n in enumerate(names)}
+    )
+    present = arrow_to_rows(rows_with_keys(uri, version, keys).select(names))
+    return {row: w for row, w in net.items() if w > 0 or row not in present}
 
 
 def _net_changes(feed: pa.Table) -> dict[Row, int]:
