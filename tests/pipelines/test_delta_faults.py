@@ -60,9 +60,10 @@ def _apply(op: str, arg, uri: str) -> None:
             if int(f.name.split(".")[0]) < version:
                 f.unlink()
     elif op == "remove_file":
-        files = table.file_uris()
+        files = [f.removeprefix("file://") for f in table.file_uris()]
+        files = [f for f in files if os.path.exists(f)]
         if files:
-            os.remove(files[0].removeprefix("file://"))
+            os.remove(files[0])
 
 
 @settings(
