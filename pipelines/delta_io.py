@@ -115,15 +115,29 @@ def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
     they cannot hold a key), then an exact semi-join."""
     if not keys.num_rows:
         return read_arrow(uri, version).slice(0, 0)
-    predicate = None
-    for name in keys.column_names:
-        term = pc.field(name).isin(pc.unique(keys.column(name)))
-        predicate = term if predicate is None else predicate & term
     with _reading(uri, version):
         dataset = DeltaTable(uri, version=version).to_pyarrow_dataset()
-        found = normalize(dataset.to_table(filter=predicate))
+        try:
+            found = dataset.to_table(filter=_isin(dataset, keys, keys.column_names))
+        except pa.ArrowNotImplementedError:
+            # delta-rs states file statistics of string columns as string_view, which Arrow
+            # cannot compare with the column's strings: skip files by the other columns.
+            plain = [n for n in keys.column_names
+                     if not pa.types.is_string(dataset.schema.field(n).type)]
+            found = dataset.to_table(filter=_isin(dataset, keys, plain))
+        found = normalize(found)
     names = found.column_names
     return found.join(normalize(keys), keys=keys.column_names, join_type="left semi").select(names)
+
+
+def _isin(dataset: Any, keys: pa.Table, names: Sequence[str]) -> pc.Expression | None:
+    """``name in values`` for each of ``names`` (None: no filter)."""
+    predicate = None
+    for name in names:
+        values = pc.unique(keys.column(name)).cast(dataset.schema.field(name).type)
+        term = pc.field(name).isin(values)
+        predicate = term if predicate is None else predicate & term
+    return predicate
 
 
 def arrow_schema_of(uri: str, version: int | None = None) -> pa.Schema:
@@ -296,9 +310,9 @@ def _still_present_kept(
     if not deleted:
         return net
     schema = arrow_schema_of(uri, version)
-    keys = pa.table(
+    keys = normalize(pa.table(
         {n: pa.array([r[i] for r in deleted], schema.field(n).type) for i, n in enumerate(names)}
-    )
+    ))
     present = arrow_to_rows(rows_with_keys(uri, version, keys).select(names))
     return {row: w for row, w in net.items() if w > 0 or row not in present}
 
