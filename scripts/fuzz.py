@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hypothesis import HealthCheck, given, settings
 
-from tests.fuzz.fuzz_cases import Traceback, WrongAnswer, any_case, check
+from tests.fuzz.fuzz_cases import SECONDS, TooSlow, Traceback, WrongAnswer, any_case, check
 
 ROUND = 200  # cases per Hypothesis run
 
@@ -27,13 +27,19 @@ def main() -> int:
     counts: collections.Counter[str] = collections.Counter()
     errors: collections.Counter[str] = collections.Counter()
     failures: list[str] = []
+    slow_cases: list[str] = []
 
     @settings(max_examples=ROUND, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(any_case)
     def one_round(case):  # type: ignore[no-untyped-def]
         counts["cases"] += 1
-        outcome = check(case)
+        try:
+            outcome = check(case)
+        except TooSlow as slow:
+            counts["slow"] += 1
+            slow_cases.append(str(slow))
+            return
         counts[outcome.kind] += 1
         if outcome.kind == "error":
             errors[outcome.detail.split("error ", 1)[-1][:5]] += 1
@@ -48,13 +54,17 @@ def main() -> int:
             failures.append(f"{type(found).__name__}: {found}")
         print(f"round {rounds}: {counts['cases']} cases, {counts['ok']} right answers, "
               f"{counts['error']} DL errors, {counts['tracebacks']} tracebacks, "
-              f"{counts['wrong answers']} wrong answers", flush=True)
+              f"{counts['wrong answers']} wrong answers, {counts['slow']} past {SECONDS} s",
+              flush=True)
     print()
     print(f"fuzz: {minutes:g} minutes, {counts['cases']} cases (shrinking included): "
           f"{counts['ok']} ran and matched the naive evaluator, {counts['error']} ended in "
           f"a DL error, {counts['tracebacks']} tracebacks, {counts['wrong answers']} wrong "
           "answers")
     print("DL errors by code: " + ", ".join(f"{c} {n}" for c, n in sorted(errors.items())))
+    print(f"{counts['slow']} cases past the {SECONDS} s bound per case (not counted above):")
+    for slow in slow_cases[:10]:
+        print(slow)
     for failure in failures:
         print(failure)
     return 1 if failures else 0

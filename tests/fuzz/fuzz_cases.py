@@ -14,7 +14,9 @@ computes from the same input.
 import contextlib
 import io
 import re
+import signal
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +53,29 @@ class Traceback(AssertionError):
 
 class WrongAnswer(AssertionError):
     """A command succeeded with other facts than the oracle's."""
+
+
+class TooSlow(Exception):
+    """A case past the time bound (``SECONDS``): reported apart, with its program."""
+
+
+SECONDS = 20
+
+
+@contextlib.contextmanager
+def _bounded(case: "Case") -> Iterator[None]:
+    """Raise ``TooSlow`` when the case runs past ``SECONDS`` (SIGALRM; main thread only)."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TooSlow(f"past {SECONDS} s\n{_show(case)}")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(SECONDS)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _csv(name: str, rows) -> bytes:
@@ -134,6 +159,8 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
             rc = main(argv)
     except SystemExit as exit_:  # argparse: a usage error, not a traceback
         return int(exit_.code or 0), out.getvalue(), err.getvalue()
+    except TooSlow:
+        raise
     except BaseException as exc:  # anything else is a traceback for the user
         raise Traceback(f"{type(exc).__name__}: {exc} for {argv}") from exc
     return rc, out.getvalue(), err.getvalue()
@@ -146,7 +173,13 @@ def _judge_error(err: str, what: str) -> None:
 
 
 def check(case: Case) -> Outcome:
-    """Run ``case`` through ``eval`` and ``run``; raise ``Traceback`` or ``WrongAnswer``."""
+    """Run ``case`` through ``eval`` and ``run``; raise ``Traceback`` or ``WrongAnswer``
+    (or ``TooSlow`` past the time bound)."""
+    with _bounded(case):
+        return _check(case)
+
+
+def _check(case: Case) -> Outcome:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         prog_path = folder / "p.dl"
