@@ -57,10 +57,13 @@ def test_csv_fields_past_the_limit_and_non_finite_floats(capsys, tmp_path):
     rc, _, err = _run(capsys, "eval", prog, "--facts", facts)
     assert rc == 1 and f"{facts / 's.csv'}:2:1: error DL105" in err
     (facts / "s.csv").write_text("x\nok\n")
+    script = tmp_path / "s.txt"
+    script.write_text("insert w(2.5).\ncommit.\ndump.\n")
     for bad in ("nan", "inf", "-inf", "Infinity", "NaN"):
         (facts / "w.csv").write_text(f"x\n1.0\n{bad}\n")
-        rc, _, err = _run(capsys, "eval", prog, "--facts", facts)
-        assert rc == 1 and f"{facts / 'w.csv'}:3:1: error DL301" in err, bad
+        for command in (["eval"], ["run", "--script", script]):
+            rc, _, err = _run(capsys, command[0], prog, "--facts", facts, *command[1:])
+            assert rc == 1 and f"{facts / 'w.csv'}:3:1: error DL301" in err, (bad, command)
 
 
 @pytest.mark.parametrize("literal", ["1e400", "99999999999999999999", "9" * 6000])
