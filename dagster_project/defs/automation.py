@@ -27,6 +27,7 @@ from dagster_project.defs.checks import CHECK_NAME
 from dagster_project.defs.edb import INPUT_CHECK, asset_key
 from dagster_project.defs.idb import REBUILD_TAG
 from dagster_project.defs.resources import WarehouseResource
+from engine.errors import DeltalogError
 from pipelines import delta_io
 from pipelines.spec import PipelineSpec
 from pipelines.table_maintenance import (
@@ -70,6 +71,32 @@ class TableMaintenanceConfig(dg.Config):
         ),
     )
     compact: bool = Field(default=True, description="Compact small files before vacuuming.")
+    full: bool = Field(
+        default=True,
+        description=(
+            "Also vacuum files the Delta log no longer names (old change-data files, files "
+            "of failed writes), under the same retention."
+        ),
+    )
+
+
+def _input_checks_passed(instance: dg.DagsterInstance, spec: PipelineSpec) -> dict[str, int]:
+    """EDB table -> the version its ``valid_input`` check last passed at, when its latest
+    evaluation passed: the next evaluation reads the change since that version."""
+    out = {}
+    for pred in sorted(spec.edb_tables):
+        key = dg.AssetCheckKey(asset_key(spec, pred), INPUT_CHECK)
+        for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=3):
+            event = record.event.dagster_event if record.event is not None else None
+            evaluation = event.event_specific_data if event is not None else None
+            if not isinstance(evaluation, dg.AssetCheckEvaluation):
+                continue  # planned, never evaluated
+            version = evaluation.metadata.get("delta_version")
+            value = getattr(version, "value", version)
+            if evaluation.passed and isinstance(value, int):
+                out[pred] = value
+            break
+    return out
 
 
 def _maintenance_job(spec: PipelineSpec) -> dg.JobDefinition:
@@ -79,14 +106,19 @@ def _maintenance_job(spec: PipelineSpec) -> dg.JobDefinition:
         config: TableMaintenanceConfig,
         warehouse: WarehouseResource,
     ) -> dg.Output[None]:
-        reports = maintain_tables(
-            warehouse.root, spec, warehouse.state_root, config.min_retention_hours,
-            config.compact,
-        )
+        try:
+            reports = maintain_tables(
+                warehouse.root, spec, warehouse.state_root, config.min_retention_hours,
+                compact=config.compact, full=config.full,
+                keep=_input_checks_passed(context.instance, spec),
+            )
+        except DeltalogError as err:
+            raise dg.Failure(description=str(err), allow_retries=False) from None
         for r in reports:
             context.log.info(
                 f"{r.pred}: {r.files_before} -> {r.files_after} files, {r.removed_files} "
-                f"vacuumed, versions from {r.needed_from} kept ({r.retention_hours} h)"
+                f"removed ({r.bytes_removed} bytes), versions from {r.needed_from} kept "
+                f"for {r.needed_by} ({r.retention_hours} h)"
             )
         return dg.Output(None, metadata={"tables": dg.MetadataValue.json(reports_table(reports))})
 
