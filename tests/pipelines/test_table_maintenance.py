@@ -139,6 +139,47 @@ def test_a_stratum_behind_keeps_its_history(tmp_path, protected):
         assert _incremental(results), _notes(results)
 
 
+@pytest.mark.parametrize("protected", [True, False])
+def test_a_restored_old_state_keeps_its_history(tmp_path, protected):
+    """A stratum's state file copied before some runs and put back before maintenance (a
+    stratum left at an old version: its runs failed, or it was not scheduled): the versions
+    it consumed are kept, its next run is incremental; the control loses them."""
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    index = spec.stratum_of("even")
+    path = state_path(root, spec.name, index)
+    saved = path.read_bytes()
+    tables = {p: delta_io.table_version(spec.table_uri(root, p)) for p in ("even", "odd")}
+    uri = spec.table_uri(root, "edge")
+    edges = list(EDGES_V1)
+    for i in range(3):  # edges no start reaches: even and odd do not change
+        edges.append((20 + i, 21 + i))
+        write_deltalake(uri, edge_table(edges[-1:]), mode="append")
+        run_all(spec, root)
+    assert tables == {p: delta_io.table_version(spec.table_uri(root, p)) for p in tables}
+    path.write_bytes(saved)
+    consumed = load_state(path).input_versions["edge"]
+    assert needed_versions(root, spec)["edge"].version == consumed < delta_io.table_version(uri)
+    if protected:
+        maintain_tables(root, spec, min_retention_hours=0)
+        maintain_tables(root, spec, min_retention_hours=0)
+    else:
+        for pred in [*spec.edb_tables, *spec.idb_tables]:
+            table = DeltaTable(spec.table_uri(root, pred))
+            table.optimize.compact()
+            table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    results = StratumRun(root, spec, index).materialize()
+    if protected:
+        assert {r.mode for r in results} == {"incremental"}, results[0].notes
+    else:
+        assert {r.mode for r in results} == {"rebuilt"}
+        assert "cannot be read" in results[0].rebuilt_because
+    results = run_all(spec, root)
+    assert tables_right(spec, root, edges)
+    if protected:
+        assert _incremental(results), _notes(results)
+
+
 @pytest.mark.parametrize("states", [True, False])
 def test_the_versions_the_checks_read_stay(tmp_path, states):
     """The recompute check reads each EDB table at the version its IDB table's last run
