@@ -54,6 +54,7 @@ from deltalake.exceptions import DeltaError
 
 from engine.errors import DeltalogError
 from pipelines import delta_io
+from pipelines.commits import app_id
 from pipelines.recompute import table_edb_versions
 from pipelines.spec import PipelineSpec
 from pipelines.state_store import load_state, save_state, state_path, stratum_lock
@@ -84,6 +85,7 @@ class TableReport:
     removed_files: int
     bytes_removed: int
     bytes_compacted: int
+    skipped: str = ""  # why the table was left as it was (empty: maintained)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -181,7 +183,7 @@ def maintain_tables(
             f"min_retention_hours must be 0 or more, not {min_retention_hours}", spec.name
         )
     needed = needed_versions(root, spec, state_root, keep)
-    reports = []
+    reports: list[TableReport] = []
     # The IDB tables first, each stratum's under its lock, its saved state told of the new
     # versions; the EDB tables last, so a check reading EDB versions never misses them.
     for index, stratum in enumerate(spec.program.strata):
@@ -190,6 +192,11 @@ def maintain_tables(
             continue
         path = state_path(root, spec.name, index, state_root)
         with stratum_lock(path, lock_wait):
+            pending = _interrupted_run(root, spec, index, path, preds)
+            if pending:
+                reports.extend(_untouched(p, spec.table_uri(root, p), needed[p], pending)
+                               for p in preds)
+                continue
             for pred in preds:
                 reports.append(
                     _guarded(pred, spec.table_uri(root, pred), needed[pred],
@@ -202,6 +209,34 @@ def maintain_tables(
                      min_retention_hours, compact, full)
         )
     return sorted(reports, key=lambda r: r.pred)
+
+
+def _interrupted_run(
+    root: str | Path, spec: PipelineSpec, index: int, path: Path, preds: list[str]
+) -> str:
+    """Why stratum ``index``'s tables must be left as they are: a run that committed to
+    them and was interrupted before saving its state (the next run finishes it from the
+    state, which needs its commit to be the table's newest); empty when there is none."""
+    state = load_state(path)
+    if state is None:
+        return ""
+    for pred in preds:
+        uri = spec.table_uri(root, pred)
+        txn = delta_io.transaction_version(uri, app_id(spec, index, pred))
+        if txn != state.written.get(pred):
+            return (
+                f"run {txn} of stratum {index} committed to '{pred}' and did not finish "
+                "(the next run finishes it): left for the next maintenance"
+            )
+    return ""
+
+
+def _untouched(pred: str, uri: str, needed: Needed, why: str) -> TableReport:
+    table = DeltaTable(uri)
+    files = len(table.file_uris())
+    version = table.version()
+    return TableReport(pred, uri, version, version, files, files, needed.version, needed.by,
+                       0, 0, 0, 0, skipped=why)
 
 
 def _guarded(

@@ -115,6 +115,9 @@ def _maintenance_job(spec: PipelineSpec) -> dg.JobDefinition:
         except DeltalogError as err:
             raise dg.Failure(description=str(err), allow_retries=False) from None
         for r in reports:
+            if r.skipped:
+                context.log.warning(f"{r.pred}: {r.skipped}")
+                continue
             context.log.info(
                 f"{r.pred}: {r.files_before} -> {r.files_after} files, {r.removed_files} "
                 f"removed ({r.bytes_removed} bytes), versions from {r.needed_from} kept "

@@ -6,12 +6,16 @@ The control (a plain vacuum with no retention) loses the history of the stratum 
 the test can fail. Real local Delta tables, no mocks."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from engine.errors import DeltalogError
 from pipelines import delta_io
+from pipelines.faults import FAULT_ENV
 from pipelines.recompute import table_edb_versions
 from pipelines.run import StratumRun
 from pipelines.state_store import drop_state, load_state, state_path
@@ -209,6 +213,40 @@ def test_the_versions_the_checks_read_stay(tmp_path, states):
     assert _incremental(results), _notes(results)
     edge = {r.pred: r for r in maintain_tables(root, spec, min_retention_hours=0)}["edge"]
     assert edge.needed_by == "current" and edge.removed_files > 0
+
+
+CHILD = """
+import sys
+from pipelines.run import StratumRun
+from pipelines.spec import load_pipeline
+spec = load_pipeline(sys.argv[1])
+StratumRun(sys.argv[2], spec, int(sys.argv[3])).materialize()
+"""
+
+
+def test_an_interrupted_run_is_left_to_finish(tmp_path):
+    """A run killed after its commit, before saving its state: maintenance leaves that
+    stratum's tables alone (the next run finishes the interrupted one from the state,
+    which needs its commit to be the newest), not rebuilt."""
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    edges = [*EDGES_V1, (4, 5)]
+    write_edb(root, spec, edb_tables(edges))
+    index = spec.stratum_of("path")
+    env = {**os.environ, FAULT_ENV: f"after_commit@{index}"}
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(spec.directory), str(root), str(index)],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, timeout=300,
+    )
+    assert child.returncode == -9, child.stderr  # killed there
+    reports = {r.pred: r for r in maintain_tables(root, spec, min_retention_hours=0)}
+    assert "did not finish" in reports["path"].skipped
+    assert reports["path"].version_after == reports["path"].version_before
+    assert not reports["edge"].skipped
+    results = run_all(spec, root)
+    assert any("finished interrupted run" in n for n in results["path"].notes)
+    assert _incremental(results), _notes(results)
+    assert tables_right(spec, root, edges)
 
 
 def test_a_damaged_table_is_a_deltalog_error(tmp_path):
