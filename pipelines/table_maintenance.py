@@ -36,6 +36,9 @@ rows. Under the stratum's lock, the saved state is told that version (``_follow`
 next run finds the table where its state expects it, and the recompute check, which reads
 the state's EDB versions only while the table is at the state's version (else those its
 newest deltalog commit recorded, possibly much older), keeps reading the versions kept.
+The tables of a stratum whose last run committed and was interrupted before saving its
+state are left alone (reported as skipped): its next run finishes that run from the state,
+which needs the run's commit to be the table's newest.
 """
 
 import contextlib
