@@ -113,6 +113,15 @@ def choose_order(
     remaining = all_vars(prep)
     order: list[str] = []
     bound: set[str] = set()
+    # Variables only one atom mentions and nothing else reads (wildcards, mostly): bound
+    # last, where the join stops at one witness, instead of enumerating their values.
+    other_uses = set(prep.head_vars)
+    for c in prep.filters:
+        other_uses |= c.vars
+    for n in prep.negations:
+        other_uses |= n.vars
+    for v, e in prep.assigns:
+        other_uses |= {v, *expr_vars(e)}
     frontier: set[str] = set()  # unbound variables of atoms that hold a bound one
     holders_of: dict[str, list[PlanAtom]] = {}
     for a in prep.atoms:
@@ -129,7 +138,7 @@ def choose_order(
             if not candidates:
                 raise AssertionError(f"no variable can be bound next among {sorted(remaining)}")
 
-            def cost(v: str) -> tuple[int, int, int, int, str]:
+            def cost(v: str) -> tuple[int, int, int, int, int, str]:
                 holders = holders_of[v]
                 connected = not bound or any(set(a.vars) & bound for a in holders)
                 smallest = min(sizes.get(a.index, 0) for a in holders)
@@ -140,7 +149,15 @@ def choose_order(
                     for a in holders
                     if a.index not in fresh and next((x for x in a.vars if x not in bound), v) != v
                 )
-                return (0 if connected else 1, permuted.bit_length(), -len(holders), smallest, v)
+                existential = len(holders) == 1 and v not in other_uses
+                return (
+                    0 if connected else 1,
+                    1 if existential else 0,
+                    permuted.bit_length(),
+                    -len(holders),
+                    smallest,
+                    v,
+                )
 
             pick = min(candidates, key=cost)
         order.append(pick)

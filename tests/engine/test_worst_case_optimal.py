@@ -62,3 +62,24 @@ def test_lftj_work_grows_like_n_to_1_5_while_pairwise_grows_like_n_squared():
     assert pair_exp >= 1.9, (sizes, pairwise, pair_exp)
     # and in absolute terms the pairwise intermediate dwarfs LFTJ's work at the largest size
     assert pairwise[-1] > 20 * lftj_ops[-1]
+
+
+def test_wildcards_are_joined_last_with_one_witness():
+    """Found by the CLI fuzzer: a body with 40 ``e(_, w)`` atoms. Wildcards ordered before
+    the head's variables made the join enumerate every combination of their values (over a
+    minute here); ordered last, each needs one witness."""
+    from engine.analysis.analyze import load_program
+    from engine.evaluate import evaluate
+    from engine.join.trie import JoinStats
+
+    wild = ", ".join(["e(_,w)"] * 40)
+    prog = load_program(
+        ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n"
+        f"p(y, y) :- f(x, w), {wild}, e(_, _), e(y, w), w <= w, t = y + -1, t >= 0, "
+        "t <= 4, !e(_, x).\n"
+    )
+    data = {"e": {(0, 1), (0, 2), (2, 1), (2, 3), (3, 3), (4, 2)},
+            "f": {(0, 2), (0, 4), (3, 1), (3, 2), (4, 2)}}
+    stats = JoinStats()
+    assert evaluate(prog, data, stats=stats)["p"] == {(4, 4)}
+    assert stats.operations < 5_000
