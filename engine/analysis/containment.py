@@ -10,6 +10,8 @@ qualify. Everything else (projections, renamings, column permutations, containme
 hold only because of the data) is not recognized.
 """
 
+import weakref
+
 from engine.analysis.program import AnalyzedProgram
 from engine.syntax.ast import Atom
 
@@ -22,36 +24,67 @@ def supersets(prog: AnalyzedProgram) -> dict[str, frozenset[str]]:
     a(head args) of sup(a)`` (a relation without rules has ``{p}``). It is sound by
     induction on the derivation of a fact: the rule that derives ``p(c)`` holds ``a(c)``,
     derived earlier, and ``a(c)`` is in every relation of ``sup(a)``.
+
+    Computed once per program (every stratum of the incremental engine asks) by a worklist
+    from the top (every relation) down, in time about linear in the program when few
+    relations are contained in others: thousands of rules take milliseconds.
     """
+    cached = _CACHE.get(id(prog))
+    if cached is not None and cached[0]() is prog:
+        return cached[1]
+    result = _supersets(prog)
+    key = id(prog)
+    _CACHE[key] = (weakref.ref(prog, lambda _ref: _CACHE.pop(key, None)), result)
+    return result
+
+
+# id(program) -> (a weak reference to it, its supersets); an analyzed program is not hashable.
+_CACHE: dict[int, tuple[weakref.ref[AnalyzedProgram], dict[str, frozenset[str]]]] = {}
+
+
+def _supersets(prog: AnalyzedProgram) -> dict[str, frozenset[str]]:
     schemas = prog.schemas
-    rules: dict[str, list[list[Atom]]] = {}
+    types = {p: tuple(c.type for c in s.columns) for p, s in schemas.items()}
+    rules: dict[str, list[list[str]]] = {}
     for rule in prog.program.rules:
         head = rule.head
         same = [] if rule.aggregate is not None else [
-            item for item in rule.body
+            item.pred for item in rule.body
             if isinstance(item, Atom) and item.args == head.args and item.pred in schemas
-            and _types(prog, item.pred) == _types(prog, head.pred)
+            and types[item.pred] == types[head.pred]
         ]
         rules.setdefault(head.pred, []).append(same)
-    names = frozenset(schemas)
-    sup: dict[str, frozenset[str]] = {
-        p: names if p in rules and not prog.facts.get(p) else frozenset((p,)) for p in names
+    # sup[p] is None for the top (every relation: nothing known against it yet).
+    sup: dict[str, frozenset[str] | None] = {
+        p: None if p in rules and not prog.facts.get(p) else frozenset((p,)) for p in schemas
     }
-    changed = True
-    while changed:
-        changed = False
-        for p, bodies in rules.items():
-            if sup[p] == {p}:
-                continue
-            new = names
-            for atoms in bodies:
-                new = new & frozenset().union(*(sup[a.pred] for a in atoms))
+    readers: dict[str, set[str]] = {}  # a relation -> the heads of rules whose atoms it is
+    for p, bodies in rules.items():
+        for atoms in bodies:
+            for a in atoms:
+                readers.setdefault(a, set()).add(p)
+    work = [p for p in rules if sup[p] is None]
+    queued = set(work)
+    while work:
+        p = work.pop()
+        queued.discard(p)
+        new: frozenset[str] | None = None  # the intersection over p's rules, from the top
+        for atoms in rules[p]:
+            union: set[str] = set()
+            for a in atoms:
+                sa = sup[a]
+                if sa is None:
+                    break
+                union |= sa
+            else:  # no atom at the top: this rule bounds sup(p) by the union
+                new = frozenset(union) if new is None else new & union
+        if new is not None:
             new = new | {p}
-            if new != sup[p]:
-                sup[p] = new
-                changed = True
-    return sup
-
-
-def _types(prog: AnalyzedProgram, pred: str) -> tuple[str, ...]:
-    return tuple(c.type for c in prog.schemas[pred].columns)
+        if new != sup[p]:
+            sup[p] = new
+            for q in readers.get(p, ()):
+                if q not in queued and sup[q] != {q}:
+                    queued.add(q)
+                    work.append(q)
+    names = frozenset(schemas)
+    return {p: names if s is None else s for p, s in sup.items()}
