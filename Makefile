@@ -48,7 +48,7 @@ fuzz: $(STAMP)
 	$(BIN)/python scripts/fuzz.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine schemas pipelines examples dagster_project tests bench
+	$(BIN)/ruff check engine schemas pipelines examples dagster_project tests bench scripts
 	$(BIN)/mypy engine schemas pipelines examples dagster_project
 
 ui: $(STAMP)

@@ -49,12 +49,20 @@ def main() -> int:
         rounds += 1
         try:
             one_round()
-        except (Traceback, WrongAnswer) as found:
-            counts["tracebacks" if isinstance(found, Traceback) else "wrong answers"] += 1
-            failures.append(f"{type(found).__name__}: {found}")
+        except Exception as found:  # every failure is counted and printed
+            # Hypothesis raises an ExceptionGroup when a round found several distinct
+            # failures: each counts.
+            group = found.exceptions if isinstance(found, ExceptionGroup) else (found,)
+            for one in group:
+                kind = ("tracebacks" if isinstance(one, Traceback) else
+                        "wrong answers" if isinstance(one, WrongAnswer) else "harness errors")
+                counts[kind] += 1
+                failures.append(f"{type(one).__name__}: {one}")
         print(f"round {rounds}: {counts['cases']} cases, {counts['ok']} right answers, "
               f"{counts['error']} DL errors, {counts['tracebacks']} tracebacks, "
-              f"{counts['wrong answers']} wrong answers, {counts['slow']} past {SECONDS} s",
+              f"{counts['wrong answers']} wrong answers, {counts['slow']} past {SECONDS} s"
+              + (f", {counts['harness errors']} harness errors" if counts["harness errors"]
+                 else ""),
               flush=True)
     print()
     print(f"fuzz: {minutes:g} minutes, {counts['cases']} cases (shrinking included): "

@@ -1,15 +1,34 @@
 """Analysis pass 1: declarations, arities and functional form of every predicate."""
 
 from engine.analysis.common import collect_uses, location
-from engine.errors import ARITY_MISMATCH, DUPLICATE_DECL, FUNCTIONAL_MISMATCH, AnalysisError
+from engine.errors import (
+    ARITY_MISMATCH,
+    DUPLICATE_DECL,
+    FUNCTIONAL_MISMATCH,
+    INPUT_LIMIT,
+    AnalysisError,
+)
 from engine.syntax.ast import Atom, Decl, Program
+
+# The most columns a relation has (an input limit, DL105): the join's tries index a
+# relation by one column per level, up to this depth (``engine.join.trie``).
+MAX_ARITY = 64
+
+
+def _too_wide(name: str, arity: int) -> str:
+    return (f"'{name}' has {arity} columns, more than {MAX_ARITY} (the limit): split it into "
+            "relations that share a key")
 
 
 def predicates(program: Program) -> dict[str, Decl]:
     """The declarations by name; raises DL205 (declared twice), DL203 (another arity),
-    DL207 (functional form mismatch) at the first offending place."""
+    DL207 (functional form mismatch), DL105 (more than ``MAX_ARITY`` columns) at the first
+    offending place."""
     decls: dict[str, Decl] = {}
     for d in program.decls:
+        if d.arity > MAX_ARITY:
+            raise AnalysisError(_too_wide(d.name, d.arity), location(d.loc, program.file),
+                                INPUT_LIMIT)
         if d.name in decls:
             first = decls[d.name].loc
             raise AnalysisError(
@@ -27,6 +46,9 @@ def predicates(program: Program) -> dict[str, Decl]:
     seen: dict[str, Atom] = {}
     for atom, _ in collect_uses(program):
         ref: Decl | Atom | None = decls.get(atom.pred) or seen.get(atom.pred)
+        if ref is None and len(atom.args) > MAX_ARITY:
+            raise AnalysisError(_too_wide(atom.pred, len(atom.args)),
+                                location(atom.loc, program.file), INPUT_LIMIT)
         if ref is None:
             seen[atom.pred] = atom
             continue

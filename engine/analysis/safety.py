@@ -1,14 +1,36 @@
 """Analysis pass 2: safety (range restriction) and aggregates."""
 
 from engine.analysis.common import is_fresh, location
-from engine.errors import BAD_AGGREGATE, UNSAFE_VARIABLE, AnalysisError
+from engine.errors import BAD_AGGREGATE, INPUT_LIMIT, UNSAFE_VARIABLE, AnalysisError
 from engine.syntax.ast import Atom, Compare, Negation, Program, Rule, Var, expr_vars
+
+# The most variables a rule has (an input limit, DL105), counting those the parser makes for
+# wildcards and for expressions in atoms: the joins bind one variable per level of
+# recursion (``engine.join.leapfrog``, ``engine.ivm.lftj``), and this many levels, with an
+# expression nested to the parser's limit, stay well inside Python's stack.
+MAX_VARIABLES = 256
 
 
 def safety(program: Program) -> None:
-    """Raise DL201 for a variable no positive atom binds, DL208 for a malformed aggregate."""
+    """Raise DL201 for a variable no positive atom binds, DL208 for a malformed aggregate,
+    DL105 for a rule with more than ``MAX_VARIABLES`` variables."""
     for rule in program.rules:
+        _check_size(rule, program.file)
         _check_safety(rule, program.file)
+
+
+def _check_size(rule: Rule, file: str) -> None:
+    names: set[str] = set(rule.head.vars)
+    for item in rule.body:
+        names |= item.atom.vars if isinstance(item, Negation) else item.vars
+    if len(names) > MAX_VARIABLES:
+        raise AnalysisError(
+            f"a rule with {len(names)} variables, more than {MAX_VARIABLES} (the limit; "
+            "wildcards and expressions in atoms count): split it into rules over "
+            "intermediate relations",
+            location(rule.loc, file),
+            INPUT_LIMIT,
+        )
 
 
 def bound_vars(rule: Rule) -> set[str]:

@@ -1,6 +1,9 @@
 """Analysis pass 3: types. Column types come from declarations, constants, and flow
 through rules; a value or variable of another type is DL204."""
 
+from collections.abc import Callable
+from functools import partial
+
 from engine.analysis.common import location
 from engine.errors import TYPE_MISMATCH, AnalysisError, Loc
 from engine.syntax.ast import (
@@ -43,7 +46,11 @@ class ColumnTypes:
     def col(self, pred: str, i: int) -> str | None:
         return self.cols.get((pred, i))
 
-    def flow_into(self, pred: str, i: int, t: str | None, where: Loc | str, what: str) -> bool:
+    def flow_into(
+        self, pred: str, i: int, t: str | None, where: Loc | str, what: Callable[[], str]
+    ) -> bool:
+        """Type ``t`` flows into column ``i`` of ``pred``; ``what()`` names the place in an
+        error (a function: the text of a long rule is made only when there is one)."""
         if t is None:
             return False
         old = self.cols.get((pred, i))
@@ -52,11 +59,14 @@ class ColumnTypes:
             if old == t or (old == "float" and t == "int"):
                 return False
             raise AnalysisError(
-                f"type mismatch in {what}: column {i + 1} of '{pred}' is {old}, value is {t}",
+                f"type mismatch in {what()}: column {i + 1} of '{pred}' is {old}, value is {t}",
                 where,
                 TYPE_MISMATCH,
             )
-        new = self.join(old, t, where, what)
+        if old is None or old == t:
+            self.cols[(pred, i)] = t
+            return old is None
+        new = self.join(old, t, where, what())
         if new != old:
             self.cols[(pred, i)] = new  # type: ignore[assignment]
             return True
@@ -107,6 +117,14 @@ def _rule_env(rule: Rule, types: ColumnTypes, file: str) -> dict[str, str]:
                         location(atom.loc, file),
                         TYPE_MISMATCH,
                     )
+    # Types flow back from the head too: a head column typed elsewhere (another rule, a
+    # declaration) types the variable, and through it the undeclared columns the body
+    # reads (``p(x) :- e(x).`` with p's column an int makes e's an int).
+    for i, arg in enumerate(rule.head.args):
+        if isinstance(arg, Var) and arg.name not in env:
+            t = types.col(rule.head.pred, i)
+            if t is not None and not (rule.aggregate and arg.name == rule.aggregate.result.name):
+                env[arg.name] = t
     changed = True
     while changed:
         changed = False
@@ -152,7 +170,8 @@ def typecheck(program: Program, decls: dict[str, Decl]) -> ColumnTypes:
         for i, arg in enumerate(fact.args):
             assert isinstance(arg, Const)
             types.flow_into(
-                fact.pred, i, _const_type(arg.value), location(fact.loc, program.file), str(fact)
+                fact.pred, i, _const_type(arg.value), location(fact.loc, program.file),
+                fact.__str__,
             )
     for rule in program.rules:
         for item in rule.body:
@@ -162,7 +181,7 @@ def typecheck(program: Program, decls: dict[str, Decl]) -> ColumnTypes:
                     if isinstance(arg, Const):
                         types.flow_into(
                             atom.pred, i, _const_type(arg.value),
-                            location(atom.loc, program.file), str(atom),
+                            location(atom.loc, program.file), atom.__str__,
                         )
     changed = True
     while changed:
@@ -177,12 +196,13 @@ def typecheck(program: Program, decls: dict[str, Decl]) -> ColumnTypes:
                         if isinstance(arg, Var) and types.col(atom.pred, i) is None:
                             changed |= types.flow_into(
                                 atom.pred, i, env.get(arg.name),
-                                location(atom.loc, program.file), str(atom),
+                                location(atom.loc, program.file), atom.__str__,
                             )
             for i, arg in enumerate(rule.head.args):
                 t = env.get(arg.name) if isinstance(arg, Var) else _const_type(arg.value)
                 changed |= types.flow_into(
-                    rule.head.pred, i, t, location(rule.loc, program.file), f"the head of {rule}"
+                    rule.head.pred, i, t, location(rule.loc, program.file),
+                    partial("the head of {}".format, rule),
                 )
     return types
 

@@ -230,7 +230,9 @@ class _RuleInfo:
 def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
     """The seed's variables first (so the join starts from the delta), then assignments
     as soon as their inputs are bound, then variables connected to what is bound, held by
-    the most atoms, by name."""
+    the most atoms, by name; a variable only one atom mentions and nothing else reads (a
+    wildcard) goes last, where one witness suffices. Only the frontier (variables sharing
+    an atom with a bound one) is costed, so a long body is planned in near-linear time."""
     remaining = set(all_vars(prep))
     sources = [(v, expr_vars(e)) for v, e in prep.assigns]
     for c in prep.filters:
@@ -238,31 +240,46 @@ def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
             for target, src in ((c.left, c.right), (c.right, c.left)):
                 if isinstance(target, Var):
                     sources.append((target.name, expr_vars(src)))
+    holders_of: dict[str, list[PlanAtom]] = {}
+    for a in prep.atoms:
+        for x in set(a.vars):
+            holders_of.setdefault(x, []).append(a)
+    other_uses = set(prep.head_vars)
+    for c in prep.filters:
+        other_uses |= c.vars
+    for n in prep.negations:
+        other_uses |= n.vars
+    for v, e in prep.assigns:
+        other_uses |= {v, *expr_vars(e)}
     order: list[str] = []
     bound: set[str] = set()
+    frontier: set[str] = set()
+
+    def bind(v: str) -> None:
+        order.append(v)
+        bound.add(v)
+        remaining.discard(v)
+        for a in holders_of.get(v, ()):
+            frontier.update(a.vars)
+
     for v in first:
         if v in remaining:
-            order.append(v)
-            bound.add(v)
-            remaining.discard(v)
-    atom_vars = {v for a in prep.atoms for v in a.vars}
+            bind(v)
     while remaining:
         ready = sorted(v for v, deps in sources if v in remaining and deps <= bound)
         if ready:
-            pick = ready[0]
-        else:
-            def cost(v: str) -> tuple[int, int, str]:
-                holders = [a for a in prep.atoms if v in a.vars]
-                connected = any(set(a.vars) & bound for a in holders)
-                return (0 if connected else 1, -len(holders), v)
+            bind(ready[0])
+            continue
 
-            candidates = sorted(remaining & atom_vars)
-            if not candidates:
-                raise AssertionError(f"no variable can be bound next among {remaining}")
-            pick = min(candidates, key=cost)
-        order.append(pick)
-        bound.add(pick)
-        remaining.discard(pick)
+        def cost(v: str) -> tuple[int, int, int, str]:
+            holders = holders_of[v]
+            existential = len(holders) == 1 and v not in other_uses
+            return (0 if v in frontier else 1, 1 if existential else 0, -len(holders), v)
+
+        candidates = (frontier & remaining) or (remaining & holders_of.keys())
+        if not candidates:
+            raise AssertionError(f"no variable can be bound next among {remaining}")
+        bind(min(candidates, key=cost))
     return tuple(order)
 
 

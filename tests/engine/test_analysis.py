@@ -49,6 +49,43 @@ def test_types_flow_through_rules_and_arithmetic():
     assert [c.type for c in prog.schemas["q"].columns] == ["string"]
 
 
+@pytest.mark.parametrize(
+    ("text", "typed"),
+    [
+        # found by the fuzz: e's columns were typed by nothing but the heads they flow into,
+        # so they defaulted to strings and met ints at run time ('0' + 0, 0 < '0')
+        ("p0(x, x) :- e(x, x).\np1(t) :- p0(x, x), t = x + 0.", {"e": "int", "p0": "int"}),
+        (".decl u(a: int)\np0(x, x) :- e(x, x).\np0(x, x) :- u(x).", {"e": "int", "p0": "int"}),
+        ("p(x) :- e(x).\np(1.5).", {"e": "float", "p": "float"}),
+        ("p(x) :- e(x).\nq(y) :- p(y).\nq(\"a\").", {"e": "string", "p": "string"}),
+    ],
+)
+def test_types_flow_back_from_heads_into_undeclared_body_columns(text, typed):
+    prog = analyzed(text)
+    for pred, t in typed.items():
+        assert {c.type for c in prog.schemas[pred].columns} == {t}, pred
+
+
+def test_a_head_typed_elsewhere_meets_a_declared_body_column_as_dl204():
+    with pytest.raises(AnalysisError, match="DL204"):
+        analyzed('.decl s(a: string)\np(x) :- s(x).\np(1).')
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (".decl w(" + ", ".join(f"c{i}: int" for i in range(65)) + ")", "65 columns"),
+        ("p(x) :- w(" + ", ".join(f"x{i}" for i in range(64)) + ", x).", "65 columns"),
+        ("p(x0) :- " + ", ".join(f"e(x{i}, x{i + 1})" for i in range(300)) + ".",
+         "301 variables"),
+    ],
+)
+def test_relations_and_rules_past_the_size_limits_are_dl105(text, fragment):
+    with pytest.raises(AnalysisError) as info:
+        analyzed(text)
+    assert "error DL105:" in str(info.value) and fragment in str(info.value)
+
+
 def test_strata_in_dependency_order_with_recursive_components():
     prog = analyzed(
         "tc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), e(y, z).\n"

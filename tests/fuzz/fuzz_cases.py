@@ -152,7 +152,7 @@ byte_cases = st.builds(Case, st.binary(max_size=300), st.just({}), st.just(b"dum
 any_case = st.one_of(grammar_cases, mutated_cases, mutated_cases, byte_cases)
 
 
-def _cli(argv: list[str]) -> tuple[int, str, str]:
+def _cli(argv: list[str], case: "Case | None" = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -162,7 +162,8 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
     except TooSlow:
         raise
     except BaseException as exc:  # anything else is a traceback for the user
-        raise Traceback(f"{type(exc).__name__}: {exc} for {argv}") from exc
+        shown = f"\n{_show(case)}" if case is not None else ""
+        raise Traceback(f"{type(exc).__name__}: {exc} for {argv}{shown}") from exc
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -191,7 +192,7 @@ def _check(case: Case) -> Outcome:
         script = folder / "s.txt"
         script.write_bytes(case.script)
         rc, out, err = _cli(["eval", str(prog_path), "--facts", str(facts),
-                             "--max-iterations", MAX_ITERATIONS])
+                             "--max-iterations", MAX_ITERATIONS], case)
         if rc != 0:
             _judge_error(err, "eval")
             return Outcome("error", err.splitlines()[0])
@@ -203,7 +204,7 @@ def _check(case: Case) -> Outcome:
         if out.splitlines() != want:
             raise WrongAnswer(f"eval printed {out!r}, the oracle {want!r}\n{_show(case)}")
         rc, out, err = _cli(["run", str(prog_path), "--facts", str(facts),
-                             "--script", str(script)])
+                             "--script", str(script)], case)
         if rc != 0:
             _judge_error(err, "run")
             return Outcome("error", err.splitlines()[0])

@@ -87,9 +87,28 @@ def test_a_program_without_end_is_bounded_by_max_iterations(capsys, tmp_path):
     assert rc == 0 and out.count("n(") == 50
 
 
-def test_a_body_of_5000_atoms_finishes(capsys, tmp_path):
+def test_a_body_of_5000_atoms_is_dl105_not_a_recursion_error(capsys, tmp_path):
     prog = tmp_path / "p.dl"
     body = ", ".join(f"e(x{i}, x{i + 1})" for i in range(5000))
+    prog.write_text(f".decl e(a: int, b: int)\ne(1, 1).\np(x0) :- {body}.\n")
+    rc, _, err = _run(capsys, "eval", prog)
+    assert rc == 1 and f"{prog}:3:1: error DL105" in err and "5001 variables" in err
+
+
+@pytest.mark.parametrize("strategy", ["sensitivity", "dbsp", "recompute"])
+def test_a_rule_at_the_variable_limit_runs_in_eval_and_run(capsys, tmp_path, strategy):
+    # 255 atoms (256 variables): the joins bind one variable per level of recursion
+    prog = tmp_path / "p.dl"
+    body = ", ".join(f"e(x{i}, x{i + 1})" for i in range(255))
     prog.write_text(f".decl e(a: int, b: int)\np(x0) :- {body}.\n")
-    rc, out, _ = _run(capsys, "eval", prog)
-    assert rc == 0 and out == ""
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "e.csv").write_text("a,b\n1,1\n2,3\n3,4\n")
+    script = tmp_path / "s.txt"
+    script.write_text("delete e(1, 1).\ncommit.\ninsert e(1, 1).\ninsert e(4, 4).\n"
+                      "commit.\ndump.\n")
+    rc, out, _ = _run(capsys, "eval", prog, "--facts", facts)
+    assert rc == 0 and out == "p(1).\n"
+    rc, out, _ = _run(capsys, "run", prog, "--facts", facts, "--script", script,
+                      "--strategy", strategy)
+    assert rc == 0 and out.splitlines()[-4:] == ["p(1).", "p(2).", "p(3).", "p(4)."]
