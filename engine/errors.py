@@ -60,7 +60,9 @@ NOT_STRATIFIABLE = _code("DL202", "recursion through negation or an aggregate")
 ARITY_MISMATCH = _code("DL203", "a predicate used with another number of arguments")
 TYPE_MISMATCH = _code("DL204", "a value or variable of another type than declared")
 DUPLICATE_DECL = _code("DL205", "a predicate declared twice")
-UNDECLARED = _code("DL206", "a predicate that needs a declaration has none")
+UNDECLARED = _code(
+    "DL206", "a predicate that needs a declaration has none, or one read that nothing defines"
+)
 FUNCTIONAL_MISMATCH = _code("DL207", "a functional predicate used as a relation, or the reverse")
 BAD_AGGREGATE = _code("DL208", "a malformed aggregate")
 EDB_HEAD = _code("DL209", "a rule whose head is an EDB predicate")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.analysis.analyze import load_program
 from engine.analysis.program import AnalyzedProgram
+from engine.analysis.sources import check_sources
 from engine.errors import DeltalogError
 from engine.evaluate import evaluate
 from engine.runtime import STRATEGIES, Delta, make_engine
@@ -23,10 +24,18 @@ from pipelines.facts import load_facts_dir
 from pipelines.spec import PipelineSpec, load_pipeline
 
 
+def _looked(args: argparse.Namespace) -> str:
+    """Where eval and run looked for an EDB relation's rows, for DL206."""
+    if args.facts:
+        return f"no file {{pred}}.csv in {args.facts}"
+    return "no --facts directory"
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     path = Path(args.program)
     prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
+    check_sources(prog, set(inputs), _looked(args))
     result = evaluate(prog, inputs, max_iterations=args.max_iterations)
     functional = [n for n, s in prog.schemas.items() if s.functional]
     out = format_relations(result, functional)
@@ -48,6 +57,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     script = decode_source(script_path.read_bytes(), str(script_path))
     ops = parse_script(script, str(script_path), prog)
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
+    scripted = {op.pred for op in ops if op.pred is not None}
+    check_sources(prog, set(inputs) | scripted, _looked(args) + " and no insert in the script")
     engine = make_engine(prog, inputs, args.strategy)
     pending: dict[str, dict[Row, bool]] = {}
     commits = 0

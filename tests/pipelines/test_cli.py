@@ -161,3 +161,32 @@ def test_a_file_that_is_not_utf8_is_a_located_error(tmp_path, capsys, which):
     assert code != 0
     line = len(bad.read_bytes().split(b"\n")) - 1  # the appended last line
     assert err.startswith(f"{bad}:{line}:") and "error DL104" in err
+
+
+MISSPELT = "reach(x, y) :- edge(x, y).\nreach(x, z) :- reach(x, y), egde(y, z).\n"
+
+
+def test_a_misspelt_predicate_is_dl206_with_the_name_it_likely_meant(tmp_path, capsys):
+    # read as an empty relation, it would give a wrong answer with exit code 0
+    write(tmp_path, {"p.dl": MISSPELT, "facts/edge.csv": "a,b\n1,2\n2,3\n",
+                     "s.txt": "insert edge(\"1\", \"2\").\ncommit.\ndump.\n"})
+    facts = str(tmp_path / "facts")
+    for argv in (["eval", str(tmp_path / "p.dl"), "--facts", facts],
+                 ["run", str(tmp_path / "p.dl"), "--facts", facts,
+                  "--script", str(tmp_path / "s.txt")]):
+        assert main(argv) == 1
+        _, err = capsys.readouterr()
+        assert err.startswith(f"{tmp_path / 'p.dl'}:2:29: error DL206: 'egde' is read here")
+        assert "no file egde.csv" in err and "did you mean 'edge'?" in err
+
+
+def test_a_relation_with_no_source_is_dl206_unless_declared_or_given(tmp_path, capsys):
+    write(tmp_path, {"p.dl": MISSPELT.replace("egde", "edge"),
+                     "d.dl": ".decl edge(a: int, b: int)\n" + MISSPELT.replace("egde", "edge"),
+                     "s.txt": "insert edge(\"1\", \"2\").\ncommit.\ndump.\n"})
+    assert main(["eval", str(tmp_path / "p.dl")]) == 1
+    assert "'edge' is read here" in capsys.readouterr().err
+    # a declaration says "empty is meant"; a script that inserts into it is its source
+    assert main(["eval", str(tmp_path / "d.dl")]) == 0
+    assert main(["run", str(tmp_path / "p.dl"), "--script", str(tmp_path / "s.txt")]) == 0
+    assert capsys.readouterr().out.splitlines() == ['reach("1", "2").']
