@@ -53,7 +53,11 @@ SYNTAX_UNEXPECTED = _code("DL101", "syntax: a token the grammar does not expect 
 SYNTAX_BAD_TOKEN = _code("DL102", "syntax: characters that form no token")
 SYNTAX_BAD_LITERAL = _code("DL103", "syntax: a malformed literal (string escape, number)")
 NOT_UTF8 = _code("DL104", "a program, script or data file that is not UTF-8 text")
-INPUT_LIMIT = _code("DL105", "an input past a documented limit (nesting depth, CSV field size)")
+INPUT_LIMIT = _code(
+    "DL105",
+    "an input past a documented limit (nesting depth, columns, variables in a rule, CSV field"
+    " size)",
+)
 ANALYSIS = _code("DL200", "analysis: the program is not valid")
 UNSAFE_VARIABLE = _code("DL201", "a variable not bound by a positive body atom")
 NOT_STRATIFIABLE = _code("DL202", "recursion through negation or an aggregate")
