@@ -238,7 +238,8 @@ class IncrementalEngine:
         return self._one(name, row) in self.store[name]
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 3  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle
+    STATE_FORMAT = 4  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    # 4: comparisons and assignments on the columnar kernel
 
     def dumps(self) -> bytes:
         """The whole engine state (relations, support counts, sensitivity indices,

@@ -5,9 +5,12 @@ the shape recursion usually has: graph-shaped strata.
 
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
 defines or reads has one or two columns of type int or string and no functional value,
-and every rule is a conjunction of positive atoms over distinct variables (no constant,
-repeated variable, comparison, assignment, negation or aggregate in the body); the head
-may hold constants. Anything else stays with the tuple-at-a-time ``DbspStratum``.
+and every rule is a conjunction of positive atoms with, beside them, comparisons and
+assignments over integers (``+ - * / %``, C/SQL semantics, ``engine.semantics``) and
+equality of strings; constants and repeated variables in atoms are assignments of the
+plan (``engine.join.plan.prepare``), and the head may hold constants. No negation, no
+aggregate, no float, no ordering of strings. Anything else stays with the
+tuple-at-a-time ``DbspStratum``.
 
 Values are dictionary-encoded per column type (ids below 2^31); a row of one or two
 columns packs into one int64 (first column in the high 32 bits), so a relation sorted by
@@ -26,6 +29,12 @@ version of a relation from the same arrays; the births and depths change at the 
 the commit. The loops that walk touched facts one at a time (hash probes, births
 gathered and merged, ↑↑H decisions, a view's ranges checked by depth) are compiled with
 numba (``engine.dbsp.kernels``); the rest is whole-array numpy.
+
+Comparisons and assignments run on whole columns as soon as their variables are bound:
+integer codes turn into values through a mirror array of each code's value, arithmetic is
+int64 with its overflows detected, and the rare column where an operand or a result
+leaves the 64-bit integers (the language's integers are unbounded) is computed row by
+row with ``engine.semantics``, so both kernels agree on every value.
 """
 
 from collections.abc import Mapping, Sequence
@@ -39,10 +48,10 @@ from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.dbsp import kernels
 from engine.dbsp.stratum import _seeded_order
 from engine.join.plan import PlanAtom, PreparedRule, prepare
-from engine.semantics import coerce
+from engine.semantics import coerce, compare, eval_expr
 from engine.storage import Delta, RelationStore
-from engine.syntax.ast import Const, Var
-from engine.values import Row
+from engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
+from engine.values import Row, Value
 
 I64 = NDArray[np.int64]
 I32 = NDArray[np.int32]
@@ -59,6 +68,13 @@ POOL_SLACK = 1 << 16
 YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
+_MIN = np.int64(-(2**63))
+_NP_CMP = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+           ">": np.greater, ">=": np.greater_equal}
+
+
+class _Slow(Exception):
+    """An integer operand or result beyond int64: the column is computed row by row."""
 
 
 def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
@@ -67,8 +83,8 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         return "not recursive"
     for rule in stratum.rules:
         prep = prepare(rule)
-        if rule.aggregate is not None or prep.negations or prep.assigns or prep.filters:
-            return f"rule at {rule.loc}: only positive atoms over distinct variables"
+        if rule.aggregate is not None or prep.negations:
+            return f"rule at {rule.loc}: positive atoms only (no negation, no aggregate)"
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
         for pred in preds:
             schema = prog.schemas[pred]
@@ -78,6 +94,64 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
                 return f"'{pred}' has a column that is neither int nor string"
         if not prep.atoms:
             return f"rule at {rule.loc} has no positive atom"
+        problem = _constraint_problem(prog, prep)
+        if problem is not None:
+            return f"rule at {rule.loc}: {problem}"
+    return None
+
+
+def _assignments(prep: PreparedRule) -> list[tuple[str, Expr]]:
+    """What can bind a variable beside an atom: the plan's assignments, and the ``=``
+    comparisons with a variable on one side."""
+    out = list(prep.assigns)
+    for c in prep.filters:
+        if c.op == "=":
+            out += [(t.name, e) for t, e in ((c.left, c.right), (c.right, c.left))
+                    if isinstance(t, Var)]
+    return out
+
+
+def _expr_type(e: Expr, types: Mapping[str, str]) -> str | None:
+    if isinstance(e, Var):
+        return types.get(e.name)
+    if isinstance(e, Const):
+        return "string" if isinstance(e.value, str) else (
+            "float" if isinstance(e.value, float) else "int")
+    left, right = _expr_type(e.left, types), _expr_type(e.right, types)
+    if left is None or right is None:
+        return None
+    return "int" if left == right == "int" else "other"
+
+
+def _var_types(prog: AnalyzedProgram, prep: PreparedRule) -> dict[str, str]:
+    """The column type of every variable of the rule (atoms first, then assignments)."""
+    types: dict[str, str] = {}
+    for a in prep.atoms:
+        for v, c in zip(a.vars, prog.schemas[a.pred].columns, strict=True):
+            types[v] = c.type
+    changed = True
+    while changed:
+        changed = False
+        for v, e in _assignments(prep):
+            t = _expr_type(e, types)
+            if v not in types and t is not None:
+                types[v] = t
+                changed = True
+    return types
+
+
+def _constraint_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
+    """Why the comparisons and assignments of ``prep`` are not columnar (None: they are)."""
+    types = _var_types(prog, prep)
+    sides: list[tuple[str, Expr, Expr]] = [("=", Var(v), e) for v, e in prep.assigns]
+    sides += [(c.op, c.left, c.right) for c in prep.filters]
+    for op, left, right in sides:
+        lt, rt = _expr_type(left, types), _expr_type(right, types)
+        if lt not in TYPES or lt != rt:
+            return f"{left} {op} {right}: integer arithmetic and comparisons only"
+        if lt == "string" and (op not in ("=", "!=") or not all(
+                isinstance(x, Var | Const) for x in (left, right))):
+            return f"{left} {op} {right}: strings are compared for equality only"
     return None
 
 
@@ -91,6 +165,8 @@ class _Codes:
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
         self.values: list[Any] = []
+        self._mirror: I64 = _E64  # ints: the values of the codes below len(mirror)
+        self._big: Bool = np.zeros(0, np.bool_)  # ... and which are beyond int64
 
     def encode(self, values: Sequence[Any]) -> I64:
         ids, vals = self.ids, self.values
@@ -108,6 +184,30 @@ class _Codes:
     def decode(self, ids: I64) -> list[Any]:
         vals = self.values
         return [vals[i] for i in ids.tolist()]
+
+    def encode_ints(self, values: I64) -> I64:
+        """Codes of int64 values (one dictionary probe per distinct value)."""
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return self.encode(uniq.tolist())[inverse.reshape(-1)]
+
+    def ints(self, ids: I64) -> tuple[I64, Bool]:
+        """The values of int codes as int64, and which are beyond int64 (0 there)."""
+        mirror, big = self._mirror, self._big
+        if len(mirror) < len(self.values):
+            fresh = self.values[len(mirror):]
+            out = [v if -(2**63) <= v < 2**63 else 0 for v in fresh]
+            mirror = np.concatenate([mirror, np.array(out, np.int64)])
+            big = np.concatenate([big, np.array([not -(2**63) <= v < 2**63 for v in fresh],
+                                                np.bool_)])
+            self._mirror, self._big = mirror, big
+        return mirror[ids], big[ids]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"ids": self.ids, "values": self.values}  # the mirror is made again
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.ids, self.values = state["ids"], state["values"]
+        self._mirror, self._big = _E64, np.zeros(0, np.bool_)
 
 
 def _swap(keys: I64) -> I64:
@@ -331,6 +431,12 @@ class _CRule:
                 assert isinstance(arg, Const)
                 self.head.append(int(codes[col.type].encode([coerce(arg.value, col.type)])[0]))
         self.orders = {a.index: _seeded_order(prep, a.vars) for a in prep.atoms}
+        # comparisons and assignments as (left, op, right): an ``=`` with a variable on one
+        # side binds it when the other side is bound first, and is a check otherwise
+        self.types = _var_types(prog, prep)
+        self.constraints: list[tuple[Expr, str, Expr]] = [
+            (Var(v), "=", e) for v, e in prep.assigns]
+        self.constraints += [(c.left, c.op, c.right) for c in prep.filters]
 
     def project(self, cols: Mapping[str, I64], n: int) -> I64:
         parts = [cols[h] if isinstance(h, str) else np.full(n, h, np.int64) for h in self.head]
@@ -637,11 +743,24 @@ class ColumnarStratum:
         if len(seed_atom.vars) == 2:
             cols[seed_atom.vars[1]] = seed & LOW
         pending = [a for a in rule.atoms if a.index != p]
-        n = len(seed)
+        todo = list(range(len(rule.constraints)))
+        cols, w = self._constrained(rule, cols, w, todo)
+        n = len(w)
         for v in rule.orders[p]:
             if not n:
                 break
             if v in cols:
+                continue
+            source = self._source(rule, v, cols, todo)
+            if source is not None:  # an assignment binds v
+                k, expr = source
+                todo.remove(k)
+                vals, ok = self._codes_of(rule, expr, cols, n)
+                cols = {u: c[ok] for u, c in cols.items()}
+                cols[v], w = vals[ok], w[ok]
+                n = len(w)
+                cols, w = self._constrained(rule, cols, w, todo)
+                n = len(w)
                 continue
             ready = [a for a in pending if v in a.vars and all(u in cols for u in a.vars
                                                                if u != v)]
@@ -667,12 +786,122 @@ class ColumnarStratum:
                 cols, w = self._checked(done, cols, w, sources)
                 n = len(w)
                 pending = [a for a in pending if a not in done]
+            cols, w = self._constrained(rule, cols, w, todo)
+            n = len(w)
         if n and pending:  # atoms over the seed's variables only
             cols, w = self._checked(pending, cols, w, sources)
             n = len(w)
         if not n:
             return _E64, _E64
+        assert not todo, f"constraints never checked: {todo}"
         return rule.project(cols, n), w
+
+    # -- comparisons and assignments (whole columns) ----------------------------------------
+    @staticmethod
+    def _source(rule: _CRule, v: str, cols: Mapping[str, I64],
+                todo: list[int]) -> tuple[int, Expr] | None:
+        """An ``=`` of ``todo`` that computes v from bound variables: (its index, the
+        expression)."""
+        for k in todo:
+            left, op, right = rule.constraints[k]
+            if op != "=":
+                continue
+            for target, expr in ((left, right), (right, left)):
+                if isinstance(target, Var) and target.name == v and expr_vars(expr) <= cols.keys():
+                    return k, expr
+        return None
+
+    def _constrained(self, rule: _CRule, cols: dict[str, I64], w: I64,
+                     todo: list[int]) -> tuple[dict[str, I64], I64]:
+        """The rows that satisfy every constraint of ``todo`` whose variables are all bound
+        (those leave ``todo``)."""
+        ready = [k for k in todo if all(expr_vars(x) <= cols.keys()
+                                        for x in (rule.constraints[k][0], rule.constraints[k][2]))]
+        if not ready or not len(w):
+            return cols, w
+        keep = np.ones(len(w), np.bool_)
+        for k in ready:
+            todo.remove(k)
+            keep &= self._holds(rule, *rule.constraints[k], cols, len(w))
+        return {u: c[keep] for u, c in cols.items()}, w[keep]
+
+    def _holds(self, rule: _CRule, left: Expr, op: str, right: Expr,
+               cols: Mapping[str, I64], n: int) -> Bool:
+        if _expr_type(left, rule.types) == "string":  # = or != on codes
+            a, _ = self._codes_of(rule, left, cols, n)
+            b, _ = self._codes_of(rule, right, cols, n)
+            return a == b if op == "=" else a != b
+        try:
+            a, oka = self._int_values(left, cols, n)
+            b, okb = self._int_values(right, cols, n)
+        except _Slow:
+            la, lb = self._slow(rule, left, cols, n), self._slow(rule, right, cols, n)
+            return np.fromiter((x is not None and y is not None and compare(op, x, y)
+                                for x, y in zip(la, lb, strict=True)), np.bool_, n)
+        return _NP_CMP[op](a, b) & oka & okb
+
+    def _codes_of(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
+                  n: int) -> tuple[I64, Bool]:
+        """The codes of ``e``'s value on every row, and the rows where it has one."""
+        every = np.ones(n, np.bool_)
+        if isinstance(e, Var):
+            return cols[e.name], every
+        typ = _expr_type(e, rule.types)
+        assert typ in TYPES
+        if isinstance(e, Const):
+            return np.full(n, self.codes[typ].encode([e.value])[0], np.int64), every
+        out = np.zeros(n, np.int64)
+        try:
+            vals, ok = self._int_values(e, cols, n)
+            out[ok] = self.codes["int"].encode_ints(vals[ok])
+        except _Slow:
+            py = self._slow(rule, e, cols, n)
+            ok = np.fromiter((x is not None for x in py), np.bool_, n)
+            out[ok] = self.codes["int"].encode([x for x in py if x is not None])
+        return out, ok
+
+    def _int_values(self, e: Expr, cols: Mapping[str, I64], n: int) -> tuple[I64, Bool]:
+        """``e`` over int64 on every row and where it has a value (not a division by
+        zero); raises ``_Slow`` when an operand or a result leaves int64."""
+        if isinstance(e, Var):
+            vals, big = self.codes["int"].ints(cols[e.name])
+            if big.any():
+                raise _Slow
+            return vals, np.ones(n, np.bool_)
+        if isinstance(e, Const):
+            return np.full(n, e.value, np.int64), np.ones(n, np.bool_)
+        assert isinstance(e, BinOp)
+        a, oka = self._int_values(e.left, cols, n)
+        b, okb = self._int_values(e.right, cols, n)
+        ok = oka & okb
+        with np.errstate(all="ignore"):
+            if e.op == "+":
+                r = a + b
+                over = ((a ^ r) & (b ^ r)) < 0
+            elif e.op == "-":
+                r = a - b
+                over = ((a ^ b) & (a ^ r)) < 0
+            elif e.op == "*":
+                over = np.abs(a.astype(np.float64) * b.astype(np.float64)) >= 2.0**62
+                r = a * b
+            else:  # / and %: truncated toward zero; no result for a zero divisor
+                ok &= b != 0
+                over = (a == _MIN) | (b == _MIN)
+                d = np.where(b == 0, 1, b)
+                q = np.abs(a) // np.abs(d)
+                q = np.where((a < 0) != (d < 0), -q, q)
+                r = q if e.op == "/" else a - d * q
+        if (over & ok).any():
+            raise _Slow
+        return r, ok
+
+    def _slow(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
+              n: int) -> list[Value | None]:
+        """``e`` row by row with the language's unbounded integers (``_Slow``)."""
+        names = sorted(expr_vars(e))
+        decoded = [self.codes[rule.types[v]].decode(cols[v]) for v in names]
+        return [eval_expr(e, dict(zip(names, vals, strict=True)))
+                for vals in zip(*decoded, strict=True)] if names else [eval_expr(e, {})] * n
 
     def _checked(self, atoms: Sequence[PlanAtom], cols: dict[str, I64], w: I64,
                  sources: Sequence[Source]) -> tuple[dict[str, I64], I64]:
