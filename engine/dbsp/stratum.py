@@ -251,6 +251,7 @@ def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
         other_uses |= n.vars
     for v, e in prep.assigns:
         other_uses |= {v, *expr_vars(e)}
+    wild = {v for v, hs in holders_of.items() if len(hs) == 1 and v not in other_uses}
     order: list[str] = []
     bound: set[str] = set()
     frontier: set[str] = set()
@@ -276,7 +277,8 @@ def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
             existential = len(holders) == 1 and v not in other_uses
             return (0 if v in frontier else 1, 1 if existential else 0, -len(holders), v)
 
-        candidates = (frontier & remaining) or (remaining & holders_of.keys())
+        live = remaining - wild or remaining  # wildcards after every other variable
+        candidates = (frontier & live) or (live & holders_of.keys())
         if not candidates:
             raise AssertionError(f"no variable can be bound next among {remaining}")
         bind(min(candidates, key=cost))

@@ -127,6 +127,9 @@ def choose_order(
     for a in prep.atoms:
         for x in set(a.vars):
             holders_of.setdefault(x, []).append(a)
+    # Wildcards go after every other variable, even one not connected to what is bound:
+    # bound before it, each of their combinations would be joined with its values.
+    wild = {v for v, hs in holders_of.items() if len(hs) == 1 and v not in other_uses}
     while remaining:
         ready = sorted(v for v, deps in assign_sources if v in remaining and deps <= bound)
         if ready:
@@ -134,7 +137,8 @@ def choose_order(
         else:
             # Variables sharing an atom with a bound one rank first (``connected`` below):
             # when there are any, the pick is among them, so only they are costed.
-            candidates = sorted((frontier & remaining) or (remaining & atom_vars))
+            live = remaining - wild or remaining
+            candidates = sorted((frontier & live) or (live & atom_vars))
             if not candidates:
                 raise AssertionError(f"no variable can be bound next among {sorted(remaining)}")
 

@@ -83,3 +83,32 @@ def test_wildcards_are_joined_last_with_one_witness():
     stats = JoinStats()
     assert evaluate(prog, data, stats=stats)["p"] == {(4, 4)}
     assert stats.operations < 5_000
+
+
+def test_wildcards_go_after_a_head_variable_not_connected_to_them():
+    """Found by the 30-minute fuzz: ``p1(y, y) :- f(_, w), ... (26 times), e(4, w), u(y).``
+    y shares no atom with w, so the wildcards (connected to w) were bound before it and
+    every combination of theirs was joined with u (3^26); now they follow y, in the plans
+    of every strategy, and the answers stay the recompute's."""
+    from engine.analysis.analyze import load_program
+    from engine.dbsp.stratum import _seeded_order
+    from engine.join.plan import choose_order, prepare
+    from engine.runtime import IncrementalEngine, RecomputeEngine
+
+    wild = ", ".join(["f(_, w)"] * 10)
+    prog = load_program(".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
+                        f"p1(y, y) :- {wild}, e(4, w), u(y).\n")
+    prep = prepare(prog.program.rules[0])
+    orders = [((), choose_order(prep, {a.index: 4 for a in prep.atoms}))]
+    orders += [(a.vars, _seeded_order(prep, a.vars)) for a in prep.atoms]  # DBSP: the seed first
+    for seed, order in orders:
+        wildcards = [i for i, v in enumerate(order) if v.startswith("_") and v not in seed]
+        assert len(wildcards) >= 9 and order.index("y") < min(wildcards), order
+    data = {"e": {(0, 1), (4, 4), (2, 4)}, "u": {(1,), (2,), (3,)},
+            "f": {(0, 4), (2, 4), (3, 4), (3, 2)}}
+    change = {"f": {(0, 4): -1, (2, 4): -1, (3, 4): -1}, "u": {(4,): 1}}
+    for strategy in ("sensitivity", "dbsp"):
+        engine, rec = IncrementalEngine(prog, data, strategy), RecomputeEngine(prog, data)
+        assert engine.relation("p1") == rec.relation("p1") == {(1, 1), (2, 2), (3, 3)}
+        assert engine.apply(change) == rec.apply(change)
+        assert engine.relation("p1") == frozenset()
