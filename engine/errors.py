@@ -83,6 +83,7 @@ HISTORY_LOST = _code("DL309", "the change between two table versions cannot be r
 TXN_TAKEN = _code("DL310", "the run's commit is already in the table (another run applied it)")
 TABLE_UNREADABLE = _code("DL311", "a table version whose data files are missing or damaged")
 NO_FIXPOINT = _code("DL312", "a recursion still deriving facts at the iteration limit asked for")
+TABLE_SHAPE = _code("DL313", "an IDB table whose columns are not the ones the program defines")
 BAD_BINDING = _code("DL401", "pipeline.toml does not match the program, or is not valid TOML")
 UNSUPPORTED = _code("DL900", "not supported")
 NOT_SUPPORTED = _code("DL901", "a construct this strategy or backend does not support")

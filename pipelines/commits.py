@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import VALUE_OUT_OF_RANGE, DataError
+from engine.errors import TABLE_SHAPE, VALUE_OUT_OF_RANGE, DataError
 from engine.storage import Delta
 from pipelines import delta_io
 from pipelines.faults import fault
@@ -111,11 +111,32 @@ class CommitWriter:
         for pred in self.preds:
             uri = self.uri(pred)
             if delta_io.exists(uri):
+                self._check_shape(pred, uri)
                 txn = delta_io.transaction_version(uri, app_id(self.spec, self.index, pred))
                 out[pred] = (txn, delta_io.table_version(uri))
             else:
                 out[pred] = (None, -1)
         return out
+
+    def _check_shape(self, pred: str, uri: str) -> None:
+        """DL313 unless the table's columns are the program's (names and types, in order):
+        a program whose derived relation changed shape (a declaration, a rule's head
+        variables naming an undeclared one) must not write into the old table."""
+        def columns(schema: pa.Schema) -> list[str]:  # string, large_string, string_view
+            return [f"{f.name} {'string' if 'string' in str(f.type) else f.type}"
+                    for f in schema]
+
+        have = columns(delta_io.arrow_schema_of(uri))
+        want = columns(arrow_schema(self.spec.program.schemas[pred]))
+        if have != want:
+            raise DataError(
+                f"the table of '{pred}' has columns ({', '.join(have)}); the program defines "
+                f"({', '.join(want)}): declare '{pred}' with "
+                "the table's columns, or remove the table (the next run derives it again); "
+                "nothing was written",
+                uri,
+                TABLE_SHAPE,
+            )
 
     def arrow_changes(self, deltas: Mapping[str, Delta]) -> dict[str, tuple[pa.Table, pa.Table]]:
         """Engine deltas ({row: ±1} per predicate) as the tables' (inserted, deleted) rows,

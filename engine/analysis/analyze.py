@@ -10,16 +10,29 @@ then the schemas of undeclared predicates (typed by inference) and the program's
 
 from collections import defaultdict
 
-from engine.analysis.common import collect_uses
+from engine.analysis.common import collect_uses, is_fresh
 from engine.analysis.predicates import predicates
 from engine.analysis.program import AnalyzedProgram, RelationSchema
 from engine.analysis.safety import safety
 from engine.analysis.stratify import stratify
 from engine.analysis.typecheck import typecheck
 from engine.semantics import coerce
-from engine.syntax.ast import Atom, Column, Program
+from engine.syntax.ast import Atom, Column, Program, Var
 from engine.syntax.parser import parse_program
 from engine.values import Row
+
+
+def _column_names(program: Program, pred: str, arity: int) -> list[str]:
+    """Column names of an undeclared predicate: the head variables of its first rule whose
+    head holds distinct variables the user wrote (``reaches(p, q) :- ...`` names them p,
+    q), else ``c0, c1, ...`` (an EDB predicate, or heads with constants or repeats)."""
+    for rule in program.rules:
+        if rule.head.pred != pred:
+            continue
+        names = [a.name for a in rule.head.args if isinstance(a, Var) and not is_fresh(a.name)]
+        if len(names) == arity and len(set(names)) == arity:
+            return names
+    return [f"c{i}" for i in range(arity)]
 
 
 def analyze(program: Program) -> AnalyzedProgram:
@@ -38,8 +51,9 @@ def analyze(program: Program) -> AnalyzedProgram:
             schemas[name] = RelationSchema(name, d.columns, d.functional, True)
             continue
         atom = preds[name]
+        names = _column_names(program, name, len(atom.args))
         cols = tuple(
-            Column(f"c{i}", types.col(name, i) or "string") for i in range(len(atom.args))
+            Column(names[i], types.col(name, i) or "string") for i in range(len(atom.args))
         )
         schemas[name] = RelationSchema(name, cols, atom.functional, False)
     strata, deps = stratify(program, idb)
