@@ -15,7 +15,7 @@ from engine.errors import FUNCTIONAL_CONFLICT, MISSING_INPUT, DataError
 from engine.runtime import IncrementalEngine
 from engine.storage import Delta
 from engine.values import Row
-from pipelines import delta_io, quality
+from pipelines import delta_io, expectations, quality
 from pipelines.spec import PipelineSpec
 from schemas.relation import arrow_to_rows, rows_to_arrow
 
@@ -52,14 +52,19 @@ def check_input(root: str | Path, spec: PipelineSpec, pred: str, since: int | No
     log, the rows inserted since (change data feed) for nulls, NaNs and wrong types, and for
     a functional relation the table's rows that share a key with an inserted row (a
     filtered scan). Otherwise (no earlier pass, or a table that went back) the whole table
-    is read. Raises ``DataError`` DL304 when the table does not exist."""
+    is read. A table with a Great Expectations suite (``pipelines.expectations``) has the
+    suite's row-wise expectations validated on the rows inserted since (the whole table
+    when there is no ``since``). Raises ``DataError`` DL304 when the table does not exist."""
     uri = spec.table_uri(root, pred)
     require_table(uri, pred, spec, "EDB")
     schema = spec.program.schemas[pred]
     version = delta_io.table_version(uri)
+    suite = spec.expectations.get(pred)
     if since is None or since > version:
         table = delta_io.read_arrow(uri, version)
         problems = quality.table_problems(schema, table)
+        if not problems and suite is not None:  # the whole table is the change
+            problems = expectations.validate(suite, pred, table, change_only=True)
         return InputCheck(version, problems, table.num_rows, table.num_rows, None)
     rows = delta_io.row_count(uri, version)
     actual = delta_io.arrow_schema_of(uri, version)
@@ -76,6 +81,9 @@ def check_input(root: str | Path, spec: PipelineSpec, pred: str, since: int | No
         around = delta_io.rows_with_keys(uri, version, keys).select(names)
         read += around.num_rows
         problems = quality.row_problems(schema, around)
+    if not problems and suite is not None and inserted:
+        problems = expectations.validate(suite, pred, rows_to_arrow(schema, inserted),
+                                         change_only=True)
     return InputCheck(version, problems, rows, read, since)
 
 

@@ -10,13 +10,14 @@ and the materialization code can trust it.
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from engine.analysis.analyze import load_program
 from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.errors import BAD_BINDING, DeltalogError
 from engine.source import decode_source
+from pipelines.expectations import Suite, load_suite
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 PIPELINES_ENV = "DELTALOG_PIPELINES"  # folders holding pipeline folders, os.pathsep-separated
@@ -43,6 +44,8 @@ class PipelineSpec:
     program: AnalyzedProgram
     edb_tables: Mapping[str, str]
     idb_tables: Mapping[str, str]
+    # EDB predicate -> the team's Great Expectations suite on its table (``[expectations]``)
+    expectations: Mapping[str, Suite] = field(default_factory=dict)
 
     def table_uri(self, root: str | Path, pred: str) -> str:
         """Where the table of ``pred`` lives under the warehouse ``root``."""
@@ -100,7 +103,8 @@ def _resolve(name_or_dir: str | Path) -> Path:
     raise BindingError(f"no pipeline folder '{name_or_dir}' (looked in {looked})")
 
 
-def _section(data: Mapping[str, object], key: str, where: str) -> dict[str, str]:
+def _section(data: Mapping[str, object], key: str, where: str,
+             inside: str = "the warehouse") -> dict[str, str]:
     section = data.get(key, {})
     if not isinstance(section, dict):
         raise BindingError(f'[{key}] must be a table of predicate = "path" entries', where)
@@ -110,7 +114,7 @@ def _section(data: Mapping[str, object], key: str, where: str) -> dict[str, str]
         p = PurePosixPath(path)
         if p.is_absolute() or ".." in p.parts or "\\" in path:
             raise BindingError(
-                f'[{key}] {pred} = "{path}" must be a relative path inside the warehouse',
+                f'[{key}] {pred} = "{path}" must be a relative path inside {inside}',
                 where,
             )
     return dict(section)
@@ -168,16 +172,26 @@ def load_pipeline(name_or_dir: str | Path) -> PipelineSpec:
         data = tomllib.loads(decode_source(binding_path.read_bytes(), str(binding_path)))
     except tomllib.TOMLDecodeError as err:
         raise BindingError(f"not valid TOML: {err}", where) from None
-    unknown = sorted(set(data) - {"name", "edb", "idb"})
+    unknown = sorted(set(data) - {"name", "edb", "idb", "expectations"})
     if unknown:
-        raise BindingError(f"unknown section(s) {', '.join(unknown)}; expected [edb], [idb]", where)
+        raise BindingError(f"unknown section(s) {', '.join(unknown)}; expected [edb], [idb], "
+                           "[expectations]", where)
     name = data.get("name", directory.name)
     if not isinstance(name, str) or not name.isidentifier():
         raise BindingError(f"pipeline name {name!r} must be an identifier", where)
     edb = _section(data, "edb", where)
     idb = _section(data, "idb", where)
     check_binding(prog, edb, idb, where)
-    return PipelineSpec(name, directory, prog, edb, idb)
+    suites = {}
+    for pred, rel in _section(data, "expectations", where, "the pipeline folder").items():
+        if pred not in edb:
+            raise BindingError(f"[expectations] names '{pred}', which [edb] does not bind: "
+                               "expectations are on EDB tables", where)
+        try:
+            suites[pred] = load_suite(directory / rel, prog.schemas[pred])
+        except ValueError as err:
+            raise BindingError(f"[expectations] {pred} = {rel!r}: {err}", where) from None
+    return PipelineSpec(name, directory, prog, edb, idb, suites)
 
 
 def discover_pipelines(bases: list[Path] | None = None) -> list[Path]:
