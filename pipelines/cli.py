@@ -1,6 +1,7 @@
 """The ``deltalog`` command line: ``eval`` prints every IDB relation as sorted fact lines;
-``run`` applies a transaction script (insert/delete/commit/dump); ``explain`` and
-``what-if`` answer lineage questions on a pipeline's tables. Errors print
+``run`` applies a transaction script (insert/delete/commit/dump); ``explain``,
+``what-if``, ``show`` (a table as of EDB versions) and ``diff`` (between two table versions)
+answer lineage questions on a pipeline's tables. Errors print
 ``FILE:LINE:COL: error DLnnn: message`` on stderr and exit 1, never a traceback."""
 
 import argparse
@@ -120,6 +121,24 @@ def _cmd_what_if(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    spec, root = _pipeline(args)
+    if args.history:
+        sys.stdout.write("".join(f"{line}\n" for line in lineage.history(root, spec, args.pred)))
+        return 0
+    rows, note = lineage.show(root, spec, args.pred, args.as_of_edb, args.recompute)
+    _print_relation(spec.program, args.pred, rows)
+    print(f"deltalog: note: {note}", file=sys.stderr)
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    spec, root = _pipeline(args)
+    lines = lineage.diff(root, spec, args.pred, args.start, args.end, args.limit)
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
 def _pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", help="a pipeline folder, or its name under the pipelines")
     parser.add_argument("--warehouse", metavar="DIR",
@@ -165,6 +184,29 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--state", metavar="DIR",
                     help="saved engine states (default: $DELTALOG_STATE, else in the warehouse)")
     wi.set_defaults(func=_cmd_what_if)
+    sh = sub.add_parser("show", help="print an IDB table, now or as it was when the EDB "
+                        "tables were at given versions")
+    _pipeline_args(sh)
+    sh.add_argument("pred", help="the IDB predicate")
+    sh.add_argument("--as-of-edb", metavar="VERSIONS",
+                    help="table=N[,table=N...] (tables left out: any version), or one N for "
+                    "every EDB table the predicate reads: the table version holding the "
+                    "newest run that consumed those EDB versions")
+    sh.add_argument("--recompute", action="store_true",
+                    help="when no run consumed those versions, evaluate the program on the "
+                    "EDB tables read at them (every table the predicate reads must be named)")
+    sh.add_argument("--history", action="store_true",
+                    help="list the table versions, the runs and the EDB versions they consumed")
+    sh.set_defaults(func=_cmd_show)
+    df = sub.add_parser("diff", help="rows an IDB table gained and lost between two of its "
+                        "versions, with the EDB changes that caused them")
+    _pipeline_args(df)
+    df.add_argument("pred", help="the IDB predicate")
+    df.add_argument("start", type=int, metavar="FROM", help="a version of the IDB table")
+    df.add_argument("end", type=int, metavar="TO", help="a later version of the IDB table")
+    df.add_argument("--limit", type=int, default=50, metavar="N",
+                    help="list at most N rows of each part (default 50)")
+    df.set_defaults(func=_cmd_diff)
     return parser
 
 

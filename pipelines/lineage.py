@@ -8,12 +8,16 @@ memory with any input versions the state has not consumed yet) and writes nothin
 tables and the saved states stay as they were. Nothing is stored for lineage between runs.
 """
 
+import difflib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.analysis.program import AnalyzedProgram
 from engine.errors import (
     BAD_VALUE,
+    DATA,
     SYNTAX_UNEXPECTED,
     UNDECLARED,
     AnalysisError,
@@ -21,6 +25,7 @@ from engine.errors import (
     DeltalogSyntaxError,
     Loc,
 )
+from engine.evaluate import evaluate
 from engine.explain import Derivation, Explainer, render
 from engine.runtime import IncrementalEngine
 from engine.storage import Delta, add_into
@@ -28,6 +33,14 @@ from engine.syntax.ast import Const
 from engine.syntax.parser import parse_program
 from engine.values import Row, Value, format_fact
 from pipelines import delta_io
+from pipelines.commits import (
+    EDB_VERSIONS,
+    INPUT_VERSIONS,
+    MODE,
+    SEQ,
+    deltalog_commits,
+    versions_of,
+)
 from pipelines.inputs import InputReader, require_table
 from pipelines.spec import PipelineSpec
 from pipelines.state_store import load_state, state_path
@@ -210,3 +223,346 @@ def format_change(prog: AnalyzedProgram, change: Mapping[str, Delta]) -> list[st
         for row, w in sorted(change[pred].items(), key=lambda rw: (rw[1], repr(rw[0]))):
             lines.append(f"{'+' if w > 0 else '-'} {format_fact(pred, row, functional)[:-1]}")
     return lines
+
+
+# -- the history of an IDB table: show as of EDB versions, diff between table versions ----
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """One run of an IDB table's stratum, as the stratum's tables recorded it: the run
+    number, the version of the table holding that run's result (the table's newest
+    deltalog commit up to the run: a run that did not change the table did not commit to
+    it), whether this run committed to it, and the input and EDB versions it consumed."""
+
+    seq: int
+    version: int
+    committed: bool
+    edb_versions: dict[str, int]
+    input_versions: dict[str, int]
+    mode: str
+
+
+def _runs_of(root: str | Path, spec: PipelineSpec, pred: str) -> list[TableRun]:
+    """Every run of ``pred``'s stratum that one of the stratum's tables recorded, oldest
+    first (a run recorded nowhere made no change to any of them)."""
+    idb_table(root, spec, pred)
+    index = spec.stratum_of(pred)
+    recorded: dict[int, dict[str, Any]] = {}
+    own: list[tuple[int, int]] = []  # (seq, version) of pred's own deltalog commits
+    for p in spec.program.strata[index].preds:
+        uri = spec.table_uri(root, p)
+        if not delta_io.exists(uri):
+            continue
+        for info in deltalog_commits(uri):
+            if SEQ not in info:
+                continue
+            seq = int(info[SEQ])
+            recorded.setdefault(seq, info)
+            if p == pred:
+                own.append((seq, int(info["version"])))
+    own.sort()
+    out: list[TableRun] = []
+    for seq in sorted(recorded):
+        mine = [(s, v) for s, v in own if s <= seq]
+        if not mine:
+            continue  # the table was not written yet
+        info = recorded[seq]
+        out.append(TableRun(
+            seq, mine[-1][1], mine[-1][0] == seq, versions_of(info[EDB_VERSIONS]),
+            versions_of(info.get(INPUT_VERSIONS, "{}")),
+            "rebuild" if info.get(MODE) == "rebuild" else "",
+        ))
+    return out
+
+
+def idb_table(root: str | Path, spec: PipelineSpec, pred: str) -> str:
+    """The table of IDB ``pred``: DL206 when the pipeline derives no ``pred``, DL304 when
+    it was not written yet."""
+    if pred not in spec.idb_tables:
+        known = sorted(spec.idb_tables)
+        close = difflib.get_close_matches(pred, known, 1)
+        hint = f"did you mean '{close[0]}'?" if close else f"its IDB tables: {', '.join(known)}"
+        raise AnalysisError(
+            f"pipeline '{spec.name}' derives no table '{pred}' ({hint})", spec.name, UNDECLARED
+        )
+    uri = spec.table_uri(root, pred)
+    require_table(uri, pred, spec, "IDB")
+    return uri
+
+
+def _run_at(runs: list[TableRun], version: int) -> TableRun | None:
+    """The run whose result the table holds at ``version`` (its newest commit up to it)."""
+    mine = [r for r in runs if r.committed and r.version <= version]
+    return mine[-1] if mine else None
+
+
+def parse_versions(spec: PipelineSpec, pred: str, text: str) -> dict[str, int]:
+    """``--as-of-edb``: ``table=N,table=N`` (EDB tables ``pred`` depends on; tables left
+    out may be at any version), or one ``N``: every EDB table ``pred`` depends on at
+    version N."""
+    closure = spec.edb_closure(pred)
+    text = text.strip()
+    if text.isdigit():
+        return dict.fromkeys(closure, int(text))
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, eq, number = (s.strip() for s in part.partition("="))
+        if not eq or not number.isdigit():
+            raise DataError(
+                f"--as-of-edb {text!r}: expected table=VERSION[,table=VERSION...] or one "
+                "VERSION", "<argument>", BAD_VALUE,
+            )
+        if name not in closure:
+            what = (f"'{pred}' does not depend on EDB table '{name}'"
+                    if name in spec.edb_tables else f"no EDB table '{name}'")
+            raise AnalysisError(
+                f"--as-of-edb: {what}; '{pred}' reads {', '.join(closure) or 'no EDB table'}",
+                "<argument>", UNDECLARED,
+            )
+        out[name] = int(number)
+    return out
+
+
+def _show_versions(versions: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
+
+
+def _rows(uri: str, version: int, schema_names: list[str]) -> set[Row]:
+    return arrow_to_rows(delta_io.read_arrow(uri, version).select(schema_names))
+
+
+def _columns(spec: PipelineSpec, pred: str) -> list[str]:
+    return [c.name for c in spec.program.schemas[pred].columns]
+
+
+def show(
+    root: str | Path,
+    spec: PipelineSpec,
+    pred: str,
+    as_of_edb: str | None = None,
+    recompute: bool = False,
+) -> tuple[frozenset[Row], str]:
+    """The rows of IDB ``pred``'s table, and a note saying where they come from: its
+    current version; with ``as_of_edb`` (``parse_versions``), the table version holding
+    the newest run that consumed those EDB versions (Delta time travel). When no run
+    consumed them: DL300 naming the recorded versions nearest to them, or with
+    ``recompute`` the program evaluated on the EDB tables read at those versions."""
+    uri = idb_table(root, spec, pred)
+    names = _columns(spec, pred)
+    runs = _runs_of(root, spec, pred)
+    if as_of_edb is None:
+        version = delta_io.table_version(uri)
+        run = _run_at(runs, version)
+        made = f" (run {run.seq}, EDB {_show_versions(run.edb_versions)})" if run else ""
+        return frozenset(_rows(uri, version, names)), f"{uri} version {version}{made}"
+    wanted = parse_versions(spec, pred, as_of_edb)
+    matches = [r for r in runs if all(r.edb_versions.get(t) == v for t, v in wanted.items())]
+    if matches:
+        run = matches[-1]
+        return frozenset(_rows(uri, run.version, names)), (
+            f"{uri} version {run.version}, the result of run {run.seq}, which consumed EDB "
+            f"{_show_versions(run.edb_versions)}"
+        )
+    if recompute:
+        versions = _edb_versions_for_recompute(root, spec, pred, wanted)
+        return _recompute(root, spec, pred, versions), (
+            f"recomputed from EDB {_show_versions(versions)} (no run consumed these "
+            f"versions; {uri} holds no result of them)"
+        )
+    raise DataError(
+        f"no run of '{pred}' consumed EDB {_show_versions(wanted)}; "
+        + _nearest(runs, wanted)
+        + " (or add --recompute to evaluate the program on the EDB tables at those versions)",
+        uri,
+        DATA,
+    )
+
+
+def _nearest(runs: list[TableRun], wanted: Mapping[str, int], count: int = 3) -> str:
+    if not runs:
+        return "the table records no run"
+    def distance(r: TableRun) -> int:
+        return sum(abs(r.edb_versions.get(t, 0) - v) for t, v in wanted.items())
+    near = sorted(runs, key=lambda r: (distance(r), -r.seq))[:count]
+    shown = "; ".join(
+        f"{_show_versions(r.edb_versions)} (table version {r.version})"
+        for r in sorted(near, key=lambda r: r.seq)
+    )
+    return f"recorded nearest: {shown}"
+
+
+def _edb_versions_for_recompute(
+    root: str | Path, spec: PipelineSpec, pred: str, wanted: Mapping[str, int]
+) -> dict[str, int]:
+    closure = spec.edb_closure(pred)
+    missing = [t for t in closure if t not in wanted]
+    if missing:
+        raise DataError(
+            f"--recompute needs a version of every EDB table '{pred}' depends on; missing: "
+            f"{', '.join(missing)}", "<argument>", BAD_VALUE,
+        )
+    for table, version in wanted.items():
+        latest = delta_io.table_version(spec.table_uri(root, table))
+        if not 0 <= version <= latest:
+            raise DataError(
+                f"EDB table '{table}' has versions 0 to {latest}, not {version}",
+                spec.table_uri(root, table), BAD_VALUE,
+            )
+    return dict(wanted)
+
+
+def _recompute(
+    root: str | Path, spec: PipelineSpec, pred: str, versions: Mapping[str, int]
+) -> frozenset[Row]:
+    """``pred`` evaluated on the EDB tables read at ``versions`` (Delta time travel)."""
+    inputs = {
+        t: _rows(spec.table_uri(root, t), v, _columns(spec, t)) for t, v in versions.items()
+    }
+    inputs.update({t: set() for t in spec.program.edb if t not in inputs})
+    return evaluate(spec.program, inputs, preds=[pred])[pred]
+
+
+def history(root: str | Path, spec: PipelineSpec, pred: str) -> list[str]:
+    """One line per run recorded in ``pred``'s stratum: the table version holding its
+    result, the run, and the EDB versions it consumed."""
+    idb_table(root, spec, pred)
+    lines = []
+    for run in _runs_of(root, spec, pred):
+        how = "committed" if run.committed else "no change to this table"
+        mode = f", {run.mode}" if run.mode else ""
+        lines.append(
+            f"version {run.version}  run {run.seq} ({how}{mode})  EDB "
+            f"{_show_versions(run.edb_versions)}"
+        )
+    return lines
+
+
+def _relations_at(
+    root: str | Path, spec: PipelineSpec, pred: str, version: int,
+    memo: dict[tuple[str, int], dict[str, set[Row]]] | None = None,
+) -> dict[str, set[Row]]:
+    """Every relation ``pred``'s rows at ``version`` were computed from: its stratum's
+    tables at the run that wrote that version, and that run's inputs at the versions it
+    recorded (upstream IDB tables in turn at theirs)."""
+    memo = {} if memo is None else memo
+    key = (pred, version)
+    if key in memo:
+        return memo[key]
+    runs = _runs_of(root, spec, pred)
+    run = _run_at(runs, version)
+    out: dict[str, set[Row]] = {}
+    if run is None:
+        memo[key] = out
+        return out
+    for p in spec.program.strata[spec.stratum_of(pred)].preds:
+        if p == pred:
+            out[p] = _rows(spec.table_uri(root, p), version, _columns(spec, p))
+        else:
+            mine = [r for r in _runs_of(root, spec, p) if r.seq <= run.seq]
+            if mine:
+                out[p] = _rows(spec.table_uri(root, p), mine[-1].version, _columns(spec, p))
+    for p, v in run.input_versions.items():
+        if p in spec.edb_tables:
+            out[p] = _rows(spec.table_uri(root, p), v, _columns(spec, p))
+        elif p in spec.idb_tables:
+            out.update({q: rows for q, rows in _relations_at(root, spec, p, v, memo).items()
+                        if q not in out})
+    memo[key] = out
+    return out
+
+
+def diff(
+    root: str | Path, spec: PipelineSpec, pred: str, start: int, end: int, limit: int = 50
+) -> list[str]:
+    """The rows IDB ``pred``'s table gained (+) and lost (-) from table version ``start``
+    to ``end`` (its change data feed, net per row), the EDB changes between the versions
+    the two runs consumed, and for each row (up to ``limit``) the changed EDB rows its
+    derivation uses: a minimal derivation at ``end`` for a row added, at ``start`` for a
+    row removed."""
+    uri = idb_table(root, spec, pred)
+    latest = delta_io.table_version(uri)
+    if not 0 <= start < end <= latest:
+        raise DataError(
+            f"diff needs table versions FROM < TO between 0 and {latest} (the table's "
+            f"versions), not {start} and {end}", uri, BAD_VALUE,
+        )
+    names = _columns(spec, pred)
+    change = delta_io.changes(uri, start, end, names)
+    runs = _runs_of(root, spec, pred)
+    before, after = _run_at(runs, start), _run_at(runs, end)
+    functional = frozenset(n for n, s in spec.program.schemas.items() if s.functional)
+    lines = [f"{pred}: table version {start} -> {end}"]
+    edb_change: dict[str, Delta] = {}
+    if after is None:
+        lines.append(f"EDB changes: no run recorded up to version {end}")
+    elif before is None:
+        lines.append(
+            f"EDB changes: no run recorded up to version {start}; version {end} is run "
+            f"{after.seq}, which consumed EDB {_show_versions(after.edb_versions)}"
+        )
+    else:
+        moved = {t: (before.edb_versions.get(t), v) for t, v in after.edb_versions.items()}
+        lines[0] += f" (run {before.seq} -> {after.seq}), EDB " + ", ".join(
+            f"{t} {a} -> {b}" if a != b else f"{t} {b}" for t, (a, b) in sorted(moved.items())
+        )
+        for t, (a, b) in sorted(moved.items()):
+            if a is not None and a != b:
+                edb_change[t] = delta_io.changes(
+                    spec.table_uri(root, t), min(a, b), max(a, b), _columns(spec, t)
+                )
+                if a > b:
+                    edb_change[t] = {r: -w for r, w in edb_change[t].items()}
+        total = sum(len(d) for d in edb_change.values())
+        lines.append(f"EDB changes ({total}):")
+        shown = _change_lines(spec, edb_change, limit)
+        lines.extend(f"  {line}" for line in shown)
+        if total > len(shown):
+            lines.append(f"  ... {total - len(shown)} more (--limit)")
+    added = sorted((r for r, w in change.items() if w > 0), key=repr)
+    removed = sorted((r for r, w in change.items() if w < 0), key=repr)
+    lines.append(f"{pred}: {len(added)} added, {len(removed)} removed")
+    explainers: dict[int, Explainer] = {}
+    listed = [("+", r, end) for r in added] + [("-", r, start) for r in removed]
+    for sign, row, version in listed[:limit]:
+        text = f"{sign} {format_fact(pred, row, pred in functional)[:-1]}"
+        if edb_change:
+            if version not in explainers:
+                explainers[version] = Explainer(
+                    spec.program, _relations_at(root, spec, pred, version)
+                )
+            text += "   " + _uses(explainers[version], pred, row, edb_change, sign, functional)
+        lines.append(text)
+    if len(listed) > limit:
+        lines.append(f"... {len(listed) - limit} more (--limit)")
+    return lines
+
+
+def _uses(
+    explainer: Explainer, pred: str, row: Row, edb_change: Mapping[str, Delta], sign: str,
+    functional: frozenset[str], most: int = 5,
+) -> str:
+    """The changed EDB rows (inserted for an added row, deleted for a removed one) among
+    the leaves of a minimal derivation of ``pred(row)``."""
+    tree = explainer.explain(pred, row)
+    if tree is None:
+        return "(no derivation found)"
+    weight = 1 if sign == "+" else -1
+    used = sorted({
+        (n.pred, n.row) for n in tree.facts()
+        if n.rule is None and edb_change.get(n.pred, {}).get(n.row) == weight
+    }, key=repr)
+    if not used:
+        negations = list(dict.fromkeys(
+            c for n in tree.facts() for c in n.conditions if c.startswith("not ")
+        ))
+        if negations:
+            return f"(no changed EDB row among its leaves; it holds through {negations[0]})"
+        return "(no changed EDB row among its leaves: an aggregate's group changed)"
+    shown = [f"{sign} {format_fact(p, r, p in functional)[:-1]}" for p, r in used[:most]]
+    more = f", +{len(used) - most} more" if len(used) > most else ""
+    return f"uses {', '.join(shown)}{more}"
+
+
+def _change_lines(spec: PipelineSpec, change: Mapping[str, Delta], limit: int) -> list[str]:
+    return format_change(spec.program, change)[:limit]
