@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from engine.analysis.analyze import load_program
 from engine.analysis.program import AnalyzedProgram, Stratum
+from engine.analysis.sources import closest_name
 from engine.errors import BAD_BINDING, DeltalogError
 from engine.source import decode_source
 from pipelines.expectations import Suite, load_suite
@@ -137,7 +138,10 @@ def check_binding(
             problems.append(f"[idb] binds '{pred}', which the program does not define")
     for pred in prog.edb:
         if pred not in edb and pred not in prog.facts:
-            problems.append(f"EDB predicate '{pred}' has no table: add it to [edb]")
+            near = closest_name(pred, set(edb) | set(prog.idb)) if not prog.schemas[
+                pred].declared else None
+            hint = f" (or is '{pred}' a misspelling of '{near}'?)" if near else ""
+            problems.append(f"EDB predicate '{pred}' has no table: add it to [edb]{hint}")
     for pred in prog.idb:
         if pred not in idb:
             problems.append(f"IDB predicate '{pred}' has no output table: add it to [idb]")

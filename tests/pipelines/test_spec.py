@@ -130,3 +130,16 @@ def test_pipelines_are_found_in_the_configured_folders(tmp_path, monkeypatch):
     assert load_pipeline("p_b").name == "p_b"
     with pytest.raises(BindingError, match="looked in"):
         load_pipeline("debian")
+
+
+def test_an_unbound_misspelt_predicate_gets_a_did_you_mean(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "program.dl").write_text(
+        ".decl edge(a: int, b: int)\nreach(x, y) :- edge(x, y).\n"
+        "reach(x, z) :- reach(x, y), egde(y, z).\n")
+    (folder / "pipeline.toml").write_text('[edb]\nedge = "e"\n[idb]\nreach = "r"\n')
+    with pytest.raises(DeltalogError) as info:
+        load_pipeline(folder)
+    assert "EDB predicate 'egde' has no table" in str(info.value)
+    assert "misspelling of 'edge'" in str(info.value)
