@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The Dagster UI on http://127.0.0.1:3000 (override with DAGSTER_PORT), with run history kept
-# in .dagster_home. dagster is exec'd through a tiny Python wrapper that restores the default
-# SIGINT handler: a background job from a non-interactive shell inherits SIGINT as ignored,
-# and dagster dev would then ignore Ctrl-C and SIGTERM.
+# The Dagster UI on http://127.0.0.1:3000 (override with DAGSTER_PORT), with the daemon (sensors,
+# schedules, automation conditions), on the persistent instance in .dagster_home: the one
+# `make demo` records its runs in, so the UI opens with the demo's runs, materializations, check
+# results and metadata plots (its dagster.yaml turns off telemetry and the welcome dialog).
+# dagster is exec'd through a tiny Python wrapper that restores the default SIGINT handler: a
+# background job from a non-interactive shell inherits SIGINT as ignored, and dagster dev would
+# then ignore Ctrl-C and SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DAGSTER_HOME="$PWD/.dagster_home"

@@ -5,6 +5,8 @@ One ``matches_spark_recompute`` check per IDB predicate, grouped per stratum int
 multi-asset check so that a recursive component is recomputed on Spark once, not per member.
 """
 
+import time
+
 import dagster as dg
 
 from dagster_project.defs.edb import asset_key
@@ -20,7 +22,9 @@ def _json_rows(rows: list[tuple]) -> dg.MetadataValue:
     return dg.MetadataValue.json([list(r) for r in rows])
 
 
-def _result(spec: PipelineSpec, pred: str, outcome: CheckOutcome) -> dg.AssetCheckResult:
+def _result(
+    spec: PipelineSpec, pred: str, outcome: CheckOutcome, seconds: float
+) -> dg.AssetCheckResult:
     summary = (
         f"{outcome.engine_rows} rows, equal to the Spark recompute"
         if outcome.passed
@@ -41,6 +45,9 @@ def _result(spec: PipelineSpec, pred: str, outcome: CheckOutcome) -> dg.AssetChe
             "extra_in_engine": _json_rows(outcome.extra_in_engine),
             "edb_versions": dg.MetadataValue.json(outcome.edb_versions),
             "table_version": outcome.table_version,
+            # The Spark recompute of the whole stratum (shared by its predicates), apart from
+            # the engine's time on the materialization.
+            "spark_seconds": dg.MetadataValue.float(round(seconds, 3)),
         },
     )
 
@@ -65,6 +72,7 @@ def _stratum_checks(spec: PipelineSpec, index: int) -> dg.AssetChecksDefinition:
         description=f"Spark recompute check of stratum {index} of {spec.name}",
     )
     def _matches(warehouse: WarehouseResource, spark: SparkResource):
+        started = time.perf_counter()
         try:
             outcomes = spark_recompute_checks(
                 spark.session(), warehouse.root, spec, preds, warehouse.state_root
@@ -79,8 +87,9 @@ def _stratum_checks(spec: PipelineSpec, index: int) -> dg.AssetChecksDefinition:
                     description=str(err),
                 )
             return
+        seconds = time.perf_counter() - started
         for pred in preds:
-            yield _result(spec, pred, outcomes[pred])
+            yield _result(spec, pred, outcomes[pred], seconds)
 
     return _matches
 
