@@ -39,6 +39,7 @@ from pipelines.commits import (
 )
 from pipelines.faults import fault
 from pipelines.inputs import InputReader
+from pipelines.lineage import run_sample
 from pipelines.spec import PipelineSpec
 from pipelines.state_store import (
     StratumState,
@@ -87,6 +88,7 @@ class StratumResult:
     stats: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     state_bytes: int = 0
+    lineage: str = ""  # markdown: a sample of this table's change (``lineage.run_sample``)
 
 
 class _Unreconcilable(Exception):
@@ -123,6 +125,7 @@ class StratumRun:
         self.state_open_s = 0.0  # reading the saved state and loading the engine from it
         self.state_save_s = 0.0  # the engine's bytes and the state file written
         self.rebuilt_because = ""  # why an existing state was replaced by a full load
+        self.lineage: dict[str, str] = {}  # pred -> a sample of the run's change (markdown)
 
     # -- the public entry points -------------------------------------------------------
     def materialize(self) -> list[StratumResult]:
@@ -228,6 +231,7 @@ class StratumRun:
             self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
         )
         self._save(engine, seq, inputs, edbs, written.txns)
+        self.lineage = run_sample(engine, out)
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("full", seq, inputs, edbs, written, stats, sizes)
 
@@ -260,6 +264,7 @@ class StratumRun:
         seq = state.seq + 1
         written = self.writer.write(self.writer.arrow_changes(out), seq, inputs, edbs, txns)
         self._save(engine, seq, inputs, edbs, written.txns)
+        self.lineage = run_sample(engine, out)
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("incremental", seq, inputs, edbs, written, stats, sizes)
 
@@ -464,6 +469,7 @@ class StratumRun:
                     stats=stats,
                     notes=tuple(self.notes),
                     state_bytes=self.state_bytes,
+                    lineage=self.lineage.get(pred, ""),
                 )
             )
         return out

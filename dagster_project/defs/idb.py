@@ -34,6 +34,7 @@ def _metadata(spec: PipelineSpec, result: StratumResult, uri: str) -> dict[str, 
         "notes": dg.MetadataValue.text("\n".join(result.notes) or "-"),
         "engine_seconds": dg.MetadataValue.float(float(result.stats.get("seconds", 0.0))),
         **{name: _number(result.stats.get(name, 0)) for name in WORK_COUNTERS},
+        **({"lineage": dg.MetadataValue.md(result.lineage)} if result.lineage else {}),
     }
 
 

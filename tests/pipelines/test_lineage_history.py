@@ -186,3 +186,84 @@ def test_command_line_show_and_diff(history, capsys):
     assert lines[1:3] == ["EDB changes (1):", "  + edge(4, 7)"]
     assert lines[3] == "path: 4 added, 0 removed"
     assert lines[4] == "+ path(1, 7)   uses + edge(4, 7)" and lines[-1] == "... 2 more (--limit)"
+
+
+# -- the sample of a run's change in the IDB materialization metadata ---------------------
+
+SAMPLE_LINE = re.compile(r"^- (added|removed) `(.+)`:?$")
+
+
+def _sampled(markdown):
+    """(kind, fact text) of every row the sample names, and the leaves of its trees."""
+    rows, leaves = set(), set()
+    for line in markdown.splitlines():
+        m = SAMPLE_LINE.match(line)
+        if m:
+            rows.add((m.group(1), m.group(2)))
+        elif "[edb fact] (stratum input)" in line:
+            leaves.add(line.split("─ ", 1)[-1].split("   ")[0])
+    return rows, leaves
+
+
+def test_run_sample_names_rows_of_the_change_with_trees_over_its_inputs(tmp_path):
+    spec, root = make_pipeline(tmp_path)
+    first = run_all(spec, root)
+    edges2 = [e for e in EDGES_V1 if e != (3, 1)] + [(4, 7), (7, 6)]
+    write_edb(root, spec, edb_tables(edges2))
+    second = run_all(spec, root)
+    old, new = _oracle(spec, EDGES_V1), _oracle(spec, edges2)
+    inputs = {f"edge({a}, {b})" for a, b in edges2} | {f'node({i}, "{s}")' for i, s in NODES}
+    inputs |= {format_fact("path", r)[:-1] for r in new["path"]}  # unreachable's input
+    for pred in ("path", "unreachable", "out_degree"):
+        md = second[pred].lineage
+        assert len(md.encode()) <= lineage.SAMPLE_BYTES + 64
+        expected = _expected_rows(spec, pred, old, new)
+        added = sum(1 for s, _ in expected if s == "+")
+        assert md.startswith(f"+{added} / -{len(expected) - added} rows in this run")
+        rows, leaves = _sampled(md)
+        named = {("+" if k == "added" else "-", f) for k, f in rows}
+        assert named and named <= expected
+        assert len(named) == min(added, 3) + min(len(expected) - added, 3)
+        assert leaves and leaves <= inputs, (pred, leaves - inputs)
+    assert first["path"].lineage.startswith(f"+{len(old['path'])} / -0 rows")
+
+
+def test_run_sample_is_bounded(tmp_path, monkeypatch):
+    spec, root = make_pipeline(tmp_path)
+    chain = [(i, i + 1) for i in range(1, 40)]  # trees 40 levels high, cut at TREE_LINES
+    write_edb(root, spec, edb_tables(chain))
+    md = run_all(spec, root)["path"].lineage
+    assert "more lines" in md and len(md.encode()) <= lineage.SAMPLE_BYTES + 64
+    monkeypatch.setattr(lineage, "TREE_MAX_ROWS", 10)
+    write_edb(root, spec, edb_tables([*chain[1:], (40, 41)]))
+    md = run_all(spec, root)["path"].lineage
+    assert "No trees" in md and "```" not in md and "- removed `path(1, " in md
+    assert "- added `path(" in md
+    monkeypatch.setattr(lineage, "SAMPLE_BYTES", 300)
+    assert len(lineage._bounded("x" * 1000).encode()) <= 300
+
+
+@pytest.mark.dagster
+def test_the_materialization_metadata_carries_the_sample(tmp_path):
+    import dagster as dg
+
+    from dagster_project.definitions import build_definitions
+
+    spec, root = make_pipeline(tmp_path)
+    defs = build_definitions([spec], root=root)
+    assets = dg.AssetSelection.all().without_checks()
+    write_edb(root, spec, edb_tables([*EDGES_V1, (4, 7)]))
+    result = dg.materialize(defs.assets, resources=defs.resources, selection=assets)
+    meta = {
+        e.materialization.asset_key.path[-1]: e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
+    value = meta["path"]["lineage"]
+    assert isinstance(value, dg.MarkdownMetadataValue)
+    expected = _oracle(spec, [*EDGES_V1, (4, 7)])["path"]
+    assert value.value.startswith(f"+{len(expected)} / -0 rows in this run")
+    rows, leaves = _sampled(value.value)
+    assert len(rows) == 3 and leaves and "```" in value.value
+    again = dg.materialize(defs.assets, resources=defs.resources, selection=assets)
+    assert all("lineage" not in e.materialization.metadata  # unchanged: no sample
+               for e in again.get_asset_materialization_events())
