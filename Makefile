@@ -59,6 +59,7 @@ screenshot: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.explain
 
 bench-recursion: $(STAMP)
 	$(BIN)/python -m bench.recursion_vs_peers
