@@ -26,12 +26,16 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from engine.analysis.program import RelationSchema
+from pipelines import delta_io
 from pipelines.quality import Problem
+
+if TYPE_CHECKING:
+    from pipelines.spec import PipelineSpec
 
 # kwargs of an expectation that name columns (GX's own names)
 _COLUMN_KEYS = ("column", "column_A", "column_B")
@@ -78,6 +82,38 @@ def load_suite(path: Path, schema: RelationSchema) -> Suite:
 
 _CONTEXT: Any = None  # the process's GX context, made on first use
 _RUNS = 0
+
+
+DOCS_DIR = "_deltalog/data_docs"  # under the warehouse: <pipeline>/<table>/index.html
+
+
+@dataclass(frozen=True)
+class TableReport:
+    """A whole table version validated against its suite: what failed, and where the Data
+    Docs of the validation are."""
+
+    version: int
+    rows: int
+    problems: list[Problem]
+    docs: Path
+
+    @property
+    def summary(self) -> str:
+        if not self.problems:
+            return f"{self.rows} rows at version {self.version} meet every expectation"
+        return (f"{len(self.problems)} expectation(s) failed at version {self.version}: "
+                + "; ".join(p.what for p in self.problems[:3]))
+
+
+def validate_table(root: str | Path, spec: "PipelineSpec", pred: str) -> TableReport:
+    """Every expectation of ``pred``'s suite on its table's current version, with GX Data
+    Docs written under the warehouse (a local warehouse: the docs are local files)."""
+    uri = spec.table_uri(root, pred)
+    version = delta_io.table_version(uri)
+    table = delta_io.read_arrow(uri, version)
+    docs = Path(root) / DOCS_DIR / spec.name / pred
+    problems = validate(spec.expectations[pred], pred, table, change_only=False, docs=docs)
+    return TableReport(version, table.num_rows, problems, docs)
 
 
 def _gx() -> Any:

@@ -2,6 +2,7 @@
 
 Submodules: ``resources`` (warehouse root, lazy Spark), ``edb`` (one asset per EDB table),
 ``idb`` (one multi-asset per stratum), ``checks`` (Spark recompute check per IDB predicate),
+``expectations`` (the whole-table check of a team's Great Expectations suite on an EDB table),
 ``automation`` (update/check/rebuild jobs, the EDB version sensor, the daily check schedule).
 """
 
@@ -10,6 +11,7 @@ import dagster as dg
 from dagster_project.defs.automation import pipeline_automation
 from dagster_project.defs.checks import idb_checks
 from dagster_project.defs.edb import asset_key, edb_assets, edb_checks
+from dagster_project.defs.expectations import expectation_checks
 from dagster_project.defs.idb import idb_assets
 from pipelines.spec import PipelineSpec
 
@@ -20,7 +22,7 @@ def pipeline_definitions(spec: PipelineSpec) -> dg.Definitions:
     return dg.Definitions.merge(
         dg.Definitions(
             assets=[*edb_assets(spec), *idb_assets(spec)],
-            asset_checks=[*edb_checks(spec), *idb_checks(spec)],
+            asset_checks=[*edb_checks(spec), *expectation_checks(spec), *idb_checks(spec)],
         ),
         pipeline_automation(spec),
     )

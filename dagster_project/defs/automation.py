@@ -7,7 +7,8 @@
   moved, it requests one ``_update`` run of the changed EDB assets and everything downstream,
   with a run key made of the versions (the same versions never launch twice).
 - ``<pipeline>_recompute_checks`` + a daily schedule: the ``matches_spark_recompute`` check
-  of every IDB table (Spark recomputes from the EDB versions each table consumed).
+  of every IDB table (Spark recomputes from the EDB versions each table consumed), and the
+  ``expectations`` check of every EDB table with a Great Expectations suite.
 - ``<pipeline>_rebuild``: every IDB asset in a run tagged ``deltalog/rebuild`` (launch it from
   the UI, or a backfill of the IDB assets with that tag).
 - ``<pipeline>_table_maintenance`` + a weekly schedule (off until turned on): compact and
@@ -25,6 +26,7 @@ from pydantic import Field
 
 from dagster_project.defs.checks import CHECK_NAME
 from dagster_project.defs.edb import INPUT_CHECK, asset_key
+from dagster_project.defs.expectations import CHECK_NAME as EXPECTATIONS_CHECK
 from dagster_project.defs.idb import REBUILD_TAG
 from dagster_project.defs.resources import WarehouseResource
 from engine.errors import DeltalogError
@@ -231,8 +233,13 @@ def pipeline_automation(spec: PipelineSpec) -> dg.Definitions:
     )
     checks = dg.define_asset_job(
         checks_job_name(spec),
-        selection=dg.AssetSelection.checks(*(dg.AssetCheckKey(k, CHECK_NAME) for k in idb)),
-        description=f"Every IDB table of {spec.name} against a full recompute on Spark.",
+        selection=dg.AssetSelection.checks(
+            *(dg.AssetCheckKey(k, CHECK_NAME) for k in idb),
+            *(dg.AssetCheckKey(asset_key(spec, p), EXPECTATIONS_CHECK)
+              for p in sorted(spec.expectations)),
+        ),
+        description=f"Every IDB table of {spec.name} against a full recompute on Spark, and "
+                    "every EDB table with an expectation suite against the whole suite.",
         executor_def=dg.in_process_executor,
     )
     rebuild = dg.define_asset_job(
