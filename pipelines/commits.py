@@ -100,7 +100,6 @@ class CommitWriter:
         """The table of ``pred``, created empty (change data feed on) when missing."""
         uri = self.uri(pred)
         if not delta_io.exists(uri):
-            Path(uri).mkdir(parents=True, exist_ok=True)
             delta_io.create_table(uri, arrow_schema(self.spec.program.schemas[pred]))
         return uri
 

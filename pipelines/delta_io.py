@@ -10,6 +10,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -39,24 +40,63 @@ COMMIT_RETRIES = 3
 CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 
 
+# Where tables live: a local path, or a URI delta-rs knows (s3://, az://, abfss://, gs://,
+# file://). The storage options of a warehouse on object storage (credentials, endpoint,
+# region: delta-rs's names) are registered once per warehouse root and found by every call
+# on a table under it; delta-rs also reads the usual environment (AWS_*, AZURE_*, GOOGLE_*).
+_STORAGE: dict[str, dict[str, str]] = {}
+
+
+def is_remote(uri: str | Path) -> bool:
+    """Whether ``uri`` names object storage (a scheme other than file://)."""
+    text = str(uri)
+    return "://" in text and not text.startswith("file://")
+
+
+def set_storage_options(root: str | Path, options: Mapping[str, str] | None) -> None:
+    """Use ``options`` for every table under the warehouse ``root`` (None: none)."""
+    key = str(root).rstrip("/")
+    if options:
+        _STORAGE[key] = {str(k): str(v) for k, v in options.items()}
+    else:
+        _STORAGE.pop(key, None)
+
+
+def storage_options(uri: str | Path) -> dict[str, str] | None:
+    """The storage options registered for the warehouse that holds ``uri``, if any."""
+    text = str(uri)
+    roots = [r for r in _STORAGE if text == r or text.startswith(r + "/")]
+    return dict(_STORAGE[max(roots, key=len)]) if roots else None
+
+
+def open_table(uri: str, version: int | None = None) -> DeltaTable:
+    """The table at ``uri`` (at ``version``, default latest), with its storage options."""
+    return DeltaTable(uri, version=version, storage_options=storage_options(uri))
+
+
 def create_table(uri: str, schema: pa.Schema) -> int:
     """Create an empty table with the change data feed on; returns its version (0)."""
-    return DeltaTable.create(uri, schema, mode="error", configuration=CDF_CONFIG).version()
+    if not is_remote(uri):
+        Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    return DeltaTable.create(
+        uri, schema, mode="error", configuration=CDF_CONFIG,
+        storage_options=storage_options(uri),
+    ).version()
 
 
 def exists(uri: str) -> bool:
-    return DeltaTable.is_deltatable(uri)
+    return DeltaTable.is_deltatable(uri, storage_options=storage_options(uri))
 
 
 def table_id(uri: str) -> str:
     """The table's id from its Delta metadata: kept across versions, new when a table is
     created again at the same path."""
-    return str(DeltaTable(uri).metadata().id)
+    return str(open_table(uri).metadata().id)
 
 
 def table_version(uri: str) -> int:
     """The latest version of the table at ``uri``."""
-    return DeltaTable(uri).version()
+    return open_table(uri).version()
 
 
 class TableUnreadable(DataError):
@@ -89,20 +129,20 @@ def _reading(uri: str, version: int | None) -> Iterator[None]:
 def read_arrow(uri: str, version: int | None = None) -> pa.Table:
     """The table's contents (at ``version``, default latest), strings as plain ``string``."""
     with _reading(uri, version):
-        return normalize(DeltaTable(uri, version=version).to_pyarrow_table())
+        return normalize(open_table(uri, version).to_pyarrow_table())
 
 
 def head(uri: str, version: int | None = None, rows: int = 1) -> pa.Table:
     """The first ``rows`` rows of the table (at ``version``), read lazily."""
     with _reading(uri, version):
-        table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+        table = open_table(uri, version)
         return pa.table(table.to_pyarrow_dataset().head(rows))
 
 
 def row_count(uri: str, version: int | None = None) -> int:
     """Row count from the file statistics in the Delta log (no data files read)."""
     with _reading(uri, version):
-        dt = DeltaTable(uri, version=version)
+        dt = open_table(uri, version)
         actions = pa.table(dt.get_add_actions(flatten=True))
         if "num_records" in actions.column_names and actions.column("num_records").null_count == 0:
             return int(pc.sum(actions.column("num_records")).as_py() or 0)
@@ -116,7 +156,7 @@ def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
     if not keys.num_rows:
         return read_arrow(uri, version).slice(0, 0)
     with _reading(uri, version):
-        dataset = DeltaTable(uri, version=version).to_pyarrow_dataset()
+        dataset = open_table(uri, version).to_pyarrow_dataset()
         try:
             found = dataset.to_table(filter=_isin(dataset, keys, keys.column_names))
         except pa.ArrowNotImplementedError:
@@ -142,13 +182,13 @@ def _isin(dataset: Any, keys: pa.Table, names: Sequence[str]) -> pc.Expression |
 
 def arrow_schema_of(uri: str, version: int | None = None) -> pa.Schema:
     """The Arrow schema of the table (at ``version``, default latest)."""
-    table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+    table = open_table(uri, version)
     return pa.schema(table.schema().to_arrow())
 
 
 def commit_metadata(uri: str, version: int | None = None) -> dict[str, Any]:
     """The commit info of ``version`` (default latest), custom metadata keys included."""
-    dt = DeltaTable(uri)
+    dt = open_table(uri)
     target = dt.version() if version is None else version
     for info in dt.history():
         if info.get("version") == target:
@@ -171,7 +211,7 @@ def only_maintenance(uri: str, start: int, end: int) -> bool:
 
 def history(uri: str) -> list[dict[str, Any]]:
     """Commit infos of the table, newest first (custom metadata keys are top-level keys)."""
-    return [dict(info) for info in DeltaTable(uri).history()]
+    return [dict(info) for info in open_table(uri).history()]
 
 
 def stamp(
@@ -180,15 +220,16 @@ def stamp(
     """A commit that changes no rows and carries ``commit_metadata`` (and the application
     transaction ``txn`` = (app id, version)); returns its version. For recording what
     produced a table whose first result is empty."""
-    dt = DeltaTable(uri)
+    dt = open_table(uri)
     empty = pa.schema(dt.schema().to_arrow()).empty_table()
     write_deltalake(
         uri,
         empty,
         mode="append",
         commit_properties=_properties(commit_metadata, txn),
+        storage_options=storage_options(uri),
     )
-    return DeltaTable(uri).version()
+    return open_table(uri).version()
 
 
 def _properties(
@@ -205,11 +246,11 @@ def _properties(
 def transaction_version(uri: str, app_id: str) -> int | None:
     """The version of application transaction ``app_id`` recorded in the table (the ``txn``
     action of its newest commit that carried one), None when it never committed."""
-    return DeltaTable(uri).transaction_version(app_id)
+    return open_table(uri).transaction_version(app_id)
 
 
 def cdf_enabled(uri: str) -> bool:
-    config = DeltaTable(uri).metadata().configuration
+    config = open_table(uri).metadata().configuration
     return str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
@@ -244,7 +285,7 @@ def versions_since(uri: str, rows: Iterable[Row]) -> dict[Row, int]:
     feed; rows it cannot place (no feed, or history vacuumed) are left out."""
     wanted = set(rows)
     try:
-        dt = DeltaTable(uri)
+        dt = open_table(uri)
         if not wanted or not cdf_enabled(uri):
             return {}
         feed = pa.table(dt.load_cdf(starting_version=0, ending_version=dt.version()))
@@ -279,7 +320,7 @@ def _changes(
 ) -> dict[Row, int]:
     if cdf_enabled(uri):
         try:
-            reader = DeltaTable(uri).load_cdf(starting_version=start + 1, ending_version=end)
+            reader = open_table(uri).load_cdf(starting_version=start + 1, ending_version=end)
             feed = pa.table(reader)
         except (DeltaError, pa.ArrowException, OSError):
             feed = None  # the feed is gone for these versions (enabled later, vacuumed)
@@ -356,11 +397,11 @@ def replace_contents(
     this one re-read and retry (Delta's optimistic concurrency), up to ``COMMIT_RETRIES``.
     """
     metadata = {k: v if isinstance(v, str) else json.dumps(v) for k, v in commit_metadata.items()}
-    dt = DeltaTable(uri)
+    dt = open_table(uri)
     target = pa.schema(dt.schema().to_arrow())
     new = _distinct(normalize(new).select(target.names).cast(target))
     for attempt in range(COMMIT_RETRIES + 1):
-        dt = DeltaTable(uri)
+        dt = open_table(uri)
         read_version = dt.version()
         old = normalize(dt.to_pyarrow_table())
         inserted, deleted = _diff(old, new)
@@ -425,7 +466,7 @@ def commit_delta(
     inserted = normalize(inserted).select(target.names).cast(target)
     deleted = normalize(deleted).select(target.names).cast(target)
     for attempt in range(COMMIT_RETRIES + 1):
-        dt = DeltaTable(uri)
+        dt = open_table(uri)
         done = dt.transaction_version(app_id)
         if done is not None and done >= version:
             raise DataError(
@@ -454,7 +495,7 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
     from pyspark.sql.pandas.types import from_arrow_type
 
     with _reading(uri, version):
-        dt = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+        dt = open_table(uri, version)
         features = set(dt.protocol().reader_features or ())
         mapping = dt.metadata().configuration.get("delta.columnMapping.mode") or "none"
         files = dt.file_uris()
@@ -473,11 +514,35 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
         )
     if not files:
         return spark.createDataFrame(normalize(schema.empty_table()))
+    if is_remote(uri):
+        # Hadoop names S3 s3a://; Spark needs that filesystem on its classpath (hadoop-aws)
+        files = [f"s3a://{f[len('s3://'):]}" if f.startswith("s3://") else f for f in files]
+        uri = f"s3a://{uri[len('s3://'):]}" if uri.startswith("s3://") else uri
+        _require_spark_filesystem(spark, files[0], uri)
     reader = spark.read.option("basePath", uri) if partitions else spark.read
     df = reader.parquet(*files)
     for name in partitions:
         df = df.withColumn(name, F.col(name).cast(from_arrow_type(schema.field(name).type)))
     return df.select(*schema.names)
+
+
+def _require_spark_filesystem(spark: "SparkSession", path: str, uri: str) -> None:
+    """DL901 unless Spark has a Hadoop filesystem for ``path``'s scheme (a cluster's Spark
+    usually has S3A and ABFS; pyspark from PyPI has neither)."""
+    scheme = path.split("://", 1)[0]
+    jvm: Any = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+    except Exception:  # py4j wraps the JVM's UnsupportedFileSystemException
+        raise NotSupportedError(
+            f"Spark has no filesystem for {scheme}:// on its classpath, so it cannot read "
+            "this table's files: add it to the Spark the checks use (for S3, "
+            "spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version> and "
+            "the spark.hadoop.fs.s3a.* settings in the spark resource's spark_config)",
+            uri,
+            NOT_SUPPORTED,
+        ) from None
 
 
 __all__ = [
@@ -522,4 +587,4 @@ def _try_merge(
             uri,
             CHANGE_MISFIT,
         ) from None
-    return ins, dels, DeltaTable(uri).version()
+    return ins, dels, open_table(uri).version()

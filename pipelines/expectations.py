@@ -111,7 +111,10 @@ def validate_table(root: str | Path, spec: "PipelineSpec", pred: str) -> TableRe
     uri = spec.table_uri(root, pred)
     version = delta_io.table_version(uri)
     table = delta_io.read_arrow(uri, version)
-    docs = Path(root) / DOCS_DIR / spec.name / pred
+    if delta_io.is_remote(root):  # Data Docs are local files
+        docs = Path(DOCS_DIR) / spec.name / pred
+    else:
+        docs = Path(root) / DOCS_DIR / spec.name / pred
     problems = validate(spec.expectations[pred], pred, table, change_only=False, docs=docs)
     return TableReport(version, table.num_rows, problems, docs)
 

@@ -49,10 +49,13 @@ class PipelineSpec:
     expectations: Mapping[str, Suite] = field(default_factory=dict)
 
     def table_uri(self, root: str | Path, pred: str) -> str:
-        """Where the table of ``pred`` lives under the warehouse ``root``."""
+        """Where the table of ``pred`` lives under the warehouse ``root``: a local path, or
+        a URI when the warehouse is one (``s3://bucket/wh`` gives ``s3://bucket/wh/rel``)."""
         rel = self.edb_tables.get(pred) or self.idb_tables.get(pred)
         if rel is None:
             raise KeyError(f"pipeline '{self.name}' binds no table to '{pred}'")
+        if "://" in str(root):
+            return f"{str(root).rstrip('/')}/{PurePosixPath(rel)}"
         return str(Path(root) / rel)
 
     def stratum_of(self, pred: str) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import CONCURRENT, DataError
+from engine.errors import CONCURRENT, DataError, NotSupportedError
 
 STATE_DIR = "_deltalog_state"
 MAGIC = b"deltalog-state/3\n"  # the file format; any other start is not a state
@@ -50,6 +50,11 @@ class StratumState:
 def state_dir(root: str | Path, pipeline: str, state_root: str | Path | None = None) -> Path:
     """The folder of ``pipeline``'s saved states: under ``state_root`` when given (a local
     disk apart from the warehouse), else under ``<warehouse root>/_deltalog_state``."""
+    if state_root is None and "://" in str(root) and not str(root).startswith("file://"):
+        raise NotSupportedError(
+            f"the warehouse {root} is on object storage and the engine state (and its lock) "
+            "needs a local folder: set the warehouse resource's state_root or "
+            "$DELTALOG_STATE", str(root))
     base = Path(state_root) if state_root is not None else Path(root) / STATE_DIR
     return base / pipeline
 

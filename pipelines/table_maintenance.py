@@ -235,7 +235,7 @@ def _interrupted_run(
 
 
 def _untouched(pred: str, uri: str, needed: Needed, why: str) -> TableReport:
-    table = DeltaTable(uri)
+    table = delta_io.open_table(uri)
     files = len(table.file_uris())
     version = table.version()
     return TableReport(pred, uri, version, version, files, files, needed.version, needed.by,
@@ -288,14 +288,14 @@ def _follow(root: str | Path, spec: PipelineSpec, path: Path, preds: list[str]) 
 def _maintain(
     pred: str, uri: str, needed: Needed, minimum: int, compact: bool, full: bool
 ) -> TableReport:
-    before = DeltaTable(uri)
+    before = delta_io.open_table(uri)
     version_before = before.version()
     files_before = len(before.file_uris())
     bytes_compacted = 0
     if compact:
         metrics = before.optimize.compact()
         bytes_compacted = _total_size(metrics.get("filesRemoved"))
-    table = DeltaTable(uri)
+    table = delta_io.open_table(uri)
     current = table.version()
     retention = retention_hours(table, needed.version, current, minimum)
     on_disk = _files_on_disk(uri)
@@ -312,9 +312,9 @@ def _maintain(
         pred=pred,
         uri=uri,
         version_before=version_before,
-        version_after=DeltaTable(uri).version(),
+        version_after=delta_io.open_table(uri).version(),
         files_before=files_before,
-        files_after=len(DeltaTable(uri).file_uris()),
+        files_after=len(delta_io.open_table(uri).file_uris()),
         needed_from=needed.version,
         needed_by=needed.by,
         retention_hours=retention,

@@ -52,7 +52,6 @@ def write_edb(
         schema = arrow_schema(spec.program.schemas[pred])
         uri = spec.table_uri(root, pred)
         if not delta_io.exists(uri):
-            Path(uri).mkdir(parents=True, exist_ok=True)
             delta_io.create_table(uri, schema)
         table = tables[pred]
         try:

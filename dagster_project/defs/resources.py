@@ -4,6 +4,7 @@ Environments differ by the resource set passed to ``Definitions`` (a test passes
 ``tmp_path`` warehouse), never by branches inside asset bodies.
 """
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,12 +12,15 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field
 
+from pipelines import delta_io
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WAREHOUSE_ENV = "DELTALOG_WAREHOUSE"
 STATE_ENV = "DELTALOG_STATE"
+STORAGE_OPTIONS_ENV = "DELTALOG_STORAGE_OPTIONS"
 SPARK_MASTER_ENV = "DELTALOG_SPARK_MASTER"
 SPARK_DRIVER_MEMORY_ENV = "DELTALOG_SPARK_DRIVER_MEMORY"
 SPARK_EXECUTOR_MEMORY_ENV = "DELTALOG_SPARK_EXECUTOR_MEMORY"
@@ -28,12 +32,14 @@ def default_warehouse_root() -> str:
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The folder under which the pipelines' Delta tables live."""
+    """Where the pipelines' Delta tables live: a local folder, or a URI on object storage
+    (``s3://bucket/warehouse``, with ``storage_options``), and where the engine state is."""
 
     root: str = Field(
         default_factory=default_warehouse_root,
         description=(
-            "Warehouse root folder; every table path in pipeline.toml is relative to it. "
+            "Warehouse root: a folder or a URI (s3://bucket/wh, az://..., gs://...); every "
+            "table path in pipeline.toml is relative to it. "
             f"Default: ${WAREHOUSE_ENV}, else warehouse/ in the repository."
         ),
     )
@@ -47,6 +53,20 @@ class WarehouseResource(dg.ConfigurableResource):
             "next run rebuilds it from the tables."
         ),
     )
+
+    storage_options: dict[str, str] = Field(
+        default_factory=lambda: json.loads(os.environ.get(STORAGE_OPTIONS_ENV) or "{}"),
+        description=(
+            "For a warehouse on object storage (root s3://..., az://..., gs://...): delta-rs "
+            'storage options, e.g. {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", '
+            '"AWS_REGION": "us-east-1"}. Default: the JSON in '
+            f"${STORAGE_OPTIONS_ENV}, else none (delta-rs also reads AWS_*, AZURE_*, "
+            "GOOGLE_* from the environment)."
+        ),
+    )
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        delta_io.set_storage_options(self.root, self.storage_options)
 
     @property
     def path(self) -> Path:
