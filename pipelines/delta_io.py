@@ -8,6 +8,7 @@ log has removed).
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_prei
 # region: delta-rs's names) are registered once per warehouse root and found by every call
 # on a table under it; delta-rs also reads the usual environment (AWS_*, AZURE_*, GOOGLE_*).
 _STORAGE: dict[str, dict[str, str]] = {}
+STORAGE_OPTIONS_ENV = "DELTALOG_STORAGE_OPTIONS"
 
 
 def is_remote(uri: str | Path) -> bool:
@@ -63,10 +65,24 @@ def set_storage_options(root: str | Path, options: Mapping[str, str] | None) -> 
 
 
 def storage_options(uri: str | Path) -> dict[str, str] | None:
-    """The storage options registered for the warehouse that holds ``uri``, if any."""
+    """The storage options registered for the warehouse that holds ``uri``; for a URI under
+    no registered warehouse (the CLI, a sensor), the JSON object in
+    ``$DELTALOG_STORAGE_OPTIONS`` when ``uri`` is remote; else none."""
     text = str(uri)
     roots = [r for r in _STORAGE if text == r or text.startswith(r + "/")]
-    return dict(_STORAGE[max(roots, key=len)]) if roots else None
+    if roots:
+        return dict(_STORAGE[max(roots, key=len)])
+    configured = os.environ.get(STORAGE_OPTIONS_ENV)
+    if configured and is_remote(text):
+        try:
+            options = json.loads(configured)
+        except json.JSONDecodeError as err:
+            raise DataError(f"${STORAGE_OPTIONS_ENV} is not a JSON object: {err}",
+                            STORAGE_OPTIONS_ENV) from None
+        if not isinstance(options, dict):
+            raise DataError(f"${STORAGE_OPTIONS_ENV} is not a JSON object", STORAGE_OPTIONS_ENV)
+        return {str(k): str(v) for k, v in options.items()}
+    return None
 
 
 def open_table(uri: str, version: int | None = None) -> DeltaTable:

@@ -4,6 +4,7 @@ state stays on a local disk. Runs load, maintain incrementally and equal the nai
 evaluator; through Dagster too, with the warehouse resource's storage options; a remote
 warehouse without a local state folder is a clear DL900."""
 
+import json
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from dagster_project.definitions import build_definitions
 from dagster_project.defs.resources import SparkResource, WarehouseResource
-from engine.errors import NotSupportedError
+from engine.errors import DataError, NotSupportedError
 from pipelines import delta_io
 from pipelines.run import StratumRun
 from pipelines.warehouse import write_edb
@@ -88,6 +89,18 @@ def test_runs_load_and_maintain_tables_on_object_storage(s3, tmp_path):
         assert "error DL900" in str(info.value) and "state_root" in str(info.value)
     finally:
         delta_io.set_storage_options(root, None)
+
+
+def test_the_environment_gives_options_to_what_no_resource_registered(s3, tmp_path,
+                                                                      monkeypatch):
+    spec, _ = make_pipeline(tmp_path)
+    root = "s3://deltalog-test/env"
+    monkeypatch.setenv(delta_io.STORAGE_OPTIONS_ENV, json.dumps(s3))
+    write_edb(root, spec, edb_tables(EDGES_V1))  # the CLI's and the sensor's way
+    assert delta_io.table_version(spec.table_uri(root, "edge")) == 1
+    monkeypatch.setenv(delta_io.STORAGE_OPTIONS_ENV, "[1, 2]")
+    with pytest.raises(DataError, match="is not a JSON object"):
+        delta_io.table_version(spec.table_uri(root, "edge"))
 
 
 @pytest.mark.dagster
