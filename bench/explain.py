@@ -158,8 +158,9 @@ def run(sizes: Sequence[int], out: Callable[[str], None] = print) -> list[dict[s
     out("")
     out("One incremental run after a 10-edge change, and its materialization's lineage sample:")
     out(format_table(
-        ["edges", "run ms", "lineage sample ms", "trees drawn"],
-        [[r["edges"], round(r["run_ms"], 1), round(r["sample_ms"], 2),
+        ["edges", "stratum rows", "run ms", "lineage sample ms", "share", "trees drawn"],
+        [[r["edges"], r["edges"] + r["closure"], round(r["run_ms"], 1), round(r["sample_ms"], 2),
+          f"{r['sample_ms'] / r['run_ms']:.0%}",
           "yes" if r["trees"] else "no (stratum over the limit)"] for r in results],
     ))
     return results

@@ -575,7 +575,10 @@ def _change_lines(spec: PipelineSpec, change: Mapping[str, Delta], limit: int) -
 SAMPLE_ROWS = 3  # rows added (with a derivation tree) and removed (listed) per table
 SAMPLE_BYTES = 4096  # the markdown per table, at most
 TREE_LINES = 12  # lines of one derivation tree, at most
-TREE_MAX_ROWS = 100_000  # trees only when the stratum's relations hold at most this many rows
+# Trees only when the stratum's relations hold at most this many rows: the explainer copies
+# them and sorts those it joins, about 1 us a row, which past this would be a large share of
+# an incremental run (bench.explain; a 55k-row stratum of the Debian demo: 46 ms of 183 ms).
+TREE_MAX_ROWS = 25_000
 
 
 def run_sample(engine: IncrementalEngine, change: Mapping[str, Delta]) -> dict[str, str]:
