@@ -98,6 +98,13 @@ def test_show_as_of_edb_and_diff_equal_recomputes(tmp_path_factory, steps):
                 for s, a, b in used:
                     assert s == sign
                     assert (int(a), int(b)) in (inserted if sign == "+" else deleted)
+    for pred in ("unreachable", "out_degree"):  # negation, aggregate: rows only
+        runs = {r.version: r for r in lineage._runs_of(root, spec, pred) if r.committed}
+        for start, end in itertools.pairwise(sorted(runs)):
+            old = _oracle(spec, edges_at[runs[start].edb_versions["edge"]])
+            new = _oracle(spec, edges_at[runs[end].edb_versions["edge"]])
+            listed = _listed(lineage.diff(root, spec, pred, start, end, limit=1000), pred)
+            assert set(listed) == _expected_rows(spec, pred, old, new)
 
 
 @pytest.fixture
