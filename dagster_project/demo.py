@@ -157,9 +157,6 @@ class _Progress(logging.Handler):
         elif event.is_step_materialization:
             mat = event.step_materialization_data.materialization
             meta = _values(mat.metadata)
-            if "delta_version" in meta and "mode" not in meta:  # an EDB table's record
-                self._observed(mat.asset_key, meta)
-                return
             pred = mat.asset_key.path[-1]
             self.summary.metadata[pred] = meta
             self.say(

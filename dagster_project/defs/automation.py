@@ -5,7 +5,14 @@
 - ``<pipeline>_edb_versions`` (sensor): every 30 s reads the Delta version of each EDB table;
   its cursor holds the versions of the last tick (JSON ``{pred: version}``). When any version
   moved, it requests one ``_update`` run of the changed EDB assets and everything downstream,
-  with a run key made of the versions (the same versions never launch twice).
+  with a run key made of the versions (the same versions never launch twice). A polling
+  sensor, because no automation condition sees an outside write to a Delta table: Dagster
+  learns of a new version only when something observes the table, and this is that observer
+  (with the blocking input checks in the same run, before the IDB assets).
+- ``<pipeline>_automation`` (automation condition sensor): evaluates the IDB assets'
+  ``AutomationCondition.eager()``: an IDB asset is materialized when an asset it reads was
+  updated by a run that did not also update it (a stratum or an EDB observation launched from
+  the UI, say); the sensor's ``_update`` runs carry everything downstream already.
 - ``<pipeline>_recompute_checks`` + a daily schedule: the ``matches_spark_recompute`` check
   of every IDB table (Spark recomputes from the EDB versions each table consumed), and the
   ``expectations`` check of every EDB table with a Great Expectations suite.
@@ -62,6 +69,10 @@ def rebuild_job_name(spec: PipelineSpec) -> str:
 
 def maintenance_job_name(spec: PipelineSpec) -> str:
     return f"{spec.name}_table_maintenance"
+
+
+def automation_sensor_name(spec: PipelineSpec) -> str:
+    return f"{spec.name}_automation"
 
 
 class TableMaintenanceConfig(dg.Config):
@@ -186,6 +197,9 @@ def _downstream_idb(spec: PipelineSpec, changed: tuple[str, ...]) -> list[str]:
     return sorted(p for p in spec.idb_tables if set(spec.edb_closure(p)) & set(changed))
 
 
+# A polling sensor, not an automation condition: the EDB tables are written outside Dagster,
+# and a condition only sees what the instance records; this sensor is what notices a new
+# Delta version (and runs the blocking input checks before the IDB assets in one run).
 def _edb_sensor(spec: PipelineSpec, job: "UnresolvedAssetJobDefinition") -> dg.SensorDefinition:
     @dg.sensor(
         name=f"{spec.name}_edb_versions",
@@ -251,6 +265,8 @@ def pipeline_automation(spec: PipelineSpec) -> dg.Definitions:
         tags={REBUILD_TAG: "spark"},
         executor_def=dg.in_process_executor,
     )
+    # A schedule of the checks job rather than a cron condition on each check: one named run
+    # a day that recomputes every stratum on one Spark session.
     schedule = dg.ScheduleDefinition(
         name=f"{spec.name}_recompute_checks_daily",
         job=checks,
@@ -268,8 +284,18 @@ def pipeline_automation(spec: PipelineSpec) -> dg.Definitions:
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description=f"Sundays at 04:00 UTC: {maintenance_job_name(spec)} (off until turned on).",
     )
+    automation = dg.AutomationConditionSensorDefinition(
+        automation_sensor_name(spec),
+        target=dg.AssetSelection.assets(*idb),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        description=(
+            f"Evaluates the automation conditions of the IDB assets of {spec.name} (eager: "
+            "materialize when an upstream asset was updated by another run)."
+        ),
+    )
     return dg.Definitions(
         jobs=[update, checks, rebuild, maintenance],
-        sensors=[_edb_sensor(spec, update)],
+        sensors=[_edb_sensor(spec, update), automation],
         schedules=[schedule, weekly],
     )

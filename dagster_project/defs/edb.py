@@ -1,6 +1,9 @@
-"""One asset per EDB Delta table: it observes the table (version, rows, schema) and records
-that as materialization metadata; writing EDB tables is the job of whoever owns the data."""
+"""One observable source asset per EDB Delta table: writing EDB tables is the job of whoever
+owns the data, so Dagster observes them. An observation records the table's Delta version as
+the asset's data version (what ``AutomationCondition.eager()`` on the IDB assets downstream
+reacts to), with its row count from the Delta log and its schema as metadata."""
 
+import warnings
 from typing import Any
 
 import dagster as dg
@@ -20,22 +23,35 @@ def asset_key(spec: PipelineSpec, pred: str) -> dg.AssetKey:
     return dg.AssetKey([spec.name, pred])
 
 
+def table_metadata(spec: PipelineSpec, pred: str, uri: str, rows: int) -> dict[str, Any]:
+    """Dagster's standard table metadata of ``pred``'s table at ``uri`` holding ``rows`` rows
+    (counted from the Delta log or the run's commit, never by a scan)."""
+    return {
+        "dagster/table_name": uri,
+        "dagster/row_count": rows,
+        "dagster/column_schema": dagster_table_schema(spec.program.schemas[pred]),
+    }
+
+
 def _edb_asset(spec: PipelineSpec, pred: str) -> dg.AssetsDefinition:
     schema = spec.program.schemas[pred]
     columns = ", ".join(f"{c.name}: {c.type}" for c in schema.columns)
-
-    @dg.asset(
+    table = dg.AssetSpec(
         key=asset_key(spec, pred),
         group_name=spec.name,
         kinds=KINDS,
         description=(
             f"EDB table `{pred}({columns})` of pipeline {spec.name}, at "
-            f"`{spec.edb_tables[pred]}` in the warehouse. Materializing it records the current "
-            "Delta version; it does not write the table."
+            f"`{spec.edb_tables[pred]}` in the warehouse. Observing it records its current "
+            "Delta version as the data version; Dagster never writes it."
         ),
         metadata={"table_path": spec.edb_tables[pred]},
     )
-    def _observe(warehouse: WarehouseResource) -> dg.MaterializeResult:
+
+    # An external asset (AssetSpec) with an observation function. New Delta versions are not
+    # pushed to Dagster: the ``<pipeline>_edb_versions`` sensor polls them (an automation
+    # condition cannot notice an outside write until something observes the table).
+    def _observe(warehouse: WarehouseResource) -> dg.ObserveResult:
         uri = spec.table_uri(warehouse.root, pred)
         try:
             if not delta_io.exists(uri):
@@ -44,21 +60,25 @@ def _edb_asset(spec: PipelineSpec, pred: str) -> dg.AssetsDefinition:
             rows = delta_io.row_count(uri, version)
         except DeltalogError as err:
             raise dg.Failure(description=str(err), allow_retries=False) from None
-        return dg.MaterializeResult(
+        return dg.ObserveResult(
+            asset_key=table.key,
+            data_version=dg.DataVersion(str(version)),
             metadata={
-                "dagster/row_count": rows,
-                "dagster/column_schema": dagster_table_schema(schema),
+                **table_metadata(spec, pred, uri, rows),
                 "delta_version": version,
                 "uri": dg.MetadataValue.path(uri),
             },
-            data_version=dg.DataVersion(str(version)),
         )
 
-    return _observe
+    with warnings.catch_warnings():  # beta in Dagster 1.13; the tests pin its behaviour
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.multi_observable_source_asset(specs=[table], name=f"{spec.name}__{pred}")(
+            _observe
+        )
 
 
 def edb_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
-    """One observing asset per bound EDB table of ``spec``."""
+    """One observable source asset per bound EDB table of ``spec``."""
     return [_edb_asset(spec, pred) for pred in sorted(spec.edb_tables)]
 
 

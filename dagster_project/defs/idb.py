@@ -8,18 +8,19 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.defs.edb import KINDS, asset_key
+from dagster_project.defs.edb import KINDS, asset_key, table_metadata
 from dagster_project.defs.resources import SparkResource, WarehouseResource
 from engine.errors import DeltalogError
 from pipelines.run import StratumResult, StratumRun
 from pipelines.spec import PipelineSpec
-from schemas.relation import dagster_table_schema
 
 
 def _metadata(spec: PipelineSpec, result: StratumResult, uri: str) -> dict[str, Any]:
+    # dagster/row_count is the table's size after the run's commit, from the engine (or the
+    # Delta log), never a scan; seconds is the whole stratum run, engine_seconds the engine's
+    # part of it (the Spark check's own seconds are on its evaluation: spark_seconds).
     return {
-        "dagster/row_count": result.rows,
-        "dagster/column_schema": dagster_table_schema(spec.program.schemas[result.pred]),
+        **table_metadata(spec, result.pred, uri, result.rows),
         "inserted": result.inserted,
         "deleted": result.deleted,
         "input_versions": dg.MetadataValue.json(result.input_versions),
@@ -89,6 +90,9 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
             kinds=KINDS,
             description=_describe(spec, pred, stratum.recursive),
             metadata={"table_path": spec.idb_tables[pred], "stratum": index},
+            # Materialized when a table it reads was updated by a run that did not also
+            # update it (the `<pipeline>_automation` sensor evaluates this).
+            automation_condition=dg.AutomationCondition.eager(),
         )
         for pred in stratum.preds
     ]

@@ -40,10 +40,12 @@ def _tables(spec: PipelineSpec, root) -> dict[str, set]:
 
 
 def _materialize(defs: dg.Definitions, selection=None) -> dg.ExecuteInProcessResult:
+    # The EDB assets are observable source assets: a run observes them (and evaluates their
+    # valid_input checks) only when its selection includes sources.
     return dg.materialize(
         [*defs.assets, *defs.asset_checks],
         resources=defs.resources,
-        selection=selection,
+        selection=dg.AssetSelection.all(include_sources=True) if selection is None else selection,
         raise_on_error=False,
     )
 
