@@ -27,7 +27,7 @@ from engine.errors import (
     DeltalogSyntaxError,
     Loc,
 )
-from engine.evaluate import evaluate
+from engine.evaluate import Database, evaluate
 from engine.explain import Derivation, Explainer, render
 from engine.runtime import IncrementalEngine
 from engine.storage import Delta, add_into
@@ -575,10 +575,46 @@ def _change_lines(spec: PipelineSpec, change: Mapping[str, Delta], limit: int) -
 SAMPLE_ROWS = 3  # rows added (with a derivation tree) and removed (listed) per table
 SAMPLE_BYTES = 4096  # the markdown per table, at most
 TREE_LINES = 12  # lines of one derivation tree, at most
-# Trees only when the stratum's relations hold at most this many rows: the explainer copies
-# them and sorts those it joins, about 1 us a row, which past this would be a large share of
-# an incremental run (bench.explain; a 55k-row stratum of the Debian demo: 46 ms of 183 ms).
+# Rows the sample may sort to draw its trees. The joins read the engine's relations as they
+# are and take each sorted index from the engine's own store when its maintainer keeps one
+# (most inputs of non-recursive strata); an index it does not keep is sorted here, about
+# 1 us a row, which past this budget would be a large share of an incremental run
+# (bench.explain; sorting a 50k-row relation of the Debian demo took 46 ms of a 183 ms run).
 TREE_MAX_ROWS = 25_000
+# Facts the sample's trees may hold in all (before they are cut for display); once past,
+# the remaining rows are listed without trees. An aggregate's row rests on its whole group,
+# so one tree can hold thousands of facts and cost O(group) to find (libc6's count in the
+# Debian demo: 8,461 members, about 40 ms).
+TREE_MAX_WORK = 2_000
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _StoreIndexes(Database):
+    """The engine's relations without a copy; a join index from the engine's store when it
+    keeps one for that column order, else sorted here while ``budget`` rows last."""
+
+    def __init__(self, engine: IncrementalEngine, budget: int):
+        names = list(engine.prog.schemas)
+        super().__init__({n: engine.store[n].rows for n in names})
+        self._engine, self.budget = engine, budget
+        self._names = {id(engine.store[n].rows): n for n in names}
+
+    def index(self, rows: set[Row], perm: tuple[int, ...]) -> list[Row]:
+        name = self._names.get(id(rows))
+        if name is not None:
+            # the store's maintained indexes (a SortedList is a sorted sequence, as the
+            # joins need); read, never built here
+            kept = getattr(self._engine.store[name], "_indexes", {}).get(perm)
+            if kept is not None:
+                return kept  # type: ignore[no-any-return]
+        if (id(rows), perm) not in self._indexes:
+            if len(rows) > self.budget:
+                raise _TooLarge(f"`{name}` ({len(rows):,} rows)")
+            self.budget -= len(rows)
+        return super().index(rows, perm)
 
 
 def run_sample(engine: IncrementalEngine, change: Mapping[str, Delta]) -> dict[str, str]:
@@ -586,14 +622,17 @@ def run_sample(engine: IncrementalEngine, change: Mapping[str, Delta]) -> dict[s
     markdown showing up to ``SAMPLE_ROWS`` added rows with a minimal derivation tree over
     the engine's relations after the run (the stratum's input rows as leaves) and up to
     ``SAMPLE_ROWS`` removed rows, at most ``SAMPLE_BYTES``. Reads nothing but the engine the
-    run holds and its change: counting the change is O(change); the trees copy and index the
-    stratum's relations, so they are drawn only when those hold at most ``TREE_MAX_ROWS``
-    rows (``deltalog explain`` draws one on demand for any table)."""
+    run holds and its change: counting the change is O(change); the trees join the engine's
+    relations through the indexes its store keeps, and sort at most ``TREE_MAX_ROWS`` rows
+    for the others, else the rows are listed without trees (``deltalog explain`` draws one
+    on demand for any table)."""
     started = time.perf_counter()
     prog = engine.prog
     functional = frozenset(n for n, s in prog.schemas.items() if s.functional)
-    size = sum(engine.size(p) for p in prog.schemas)
-    explainer: Explainer | None = None
+    explainer = Explainer(prog, {})
+    explainer.db = _StoreIndexes(engine, TREE_MAX_ROWS)  # the engine's rows, not a copy
+    too_large = ""
+    facts = 0  # in the trees drawn so far
     out: dict[str, str] = {}
     for pred in sorted(p for p in change if p in prog.idb and change[p]):
         delta = change[pred]
@@ -603,24 +642,34 @@ def run_sample(engine: IncrementalEngine, change: Mapping[str, Delta]) -> dict[s
         removed = sorted(itertools.islice((r for r, w in delta.items() if w < 0), SAMPLE_ROWS),
                          key=repr)
         parts = [f"+{n_added} / -{len(delta) - n_added} rows in this run; a sample:", ""]
+        trees = 0
         for row in added:
             fact = format_fact(pred, row, pred in functional)[:-1]
-            if size > TREE_MAX_ROWS:
+            tree = None
+            if not too_large and facts > TREE_MAX_WORK:
+                too_large = f"the trees so far hold more than {TREE_MAX_WORK:,} facts"
+            if not too_large:
+                try:
+                    tree = explainer.explain(pred, row)
+                except _TooLarge as err:
+                    too_large = f"a tree would sort {err}, which the engine keeps no index of"
+            if too_large:
                 parts.append(f"- added `{fact}`")
                 continue
-            if explainer is None:
-                explainer = Explainer(prog, {p: engine.store[p].rows for p in prog.schemas})
-            tree = explainer.explain(pred, row)
-            lines = render(tree, functional, _input_note(prog)) if tree else ["(no derivation)"]
+            facts += sum(1 for _ in tree.facts()) if tree else 0
+            lines = (render(_pruned(tree, [TREE_LINES]), functional, _input_note(prog))
+                     if tree else ["(no derivation)"])
             if len(lines) > TREE_LINES:
                 lines = [*lines[:TREE_LINES], f"... {len(lines) - TREE_LINES} more lines"]
             parts.extend([f"- added `{fact}`:", "", "```", *lines, "```", ""])
+            trees += 1
         parts.extend(f"- removed `{format_fact(pred, r, pred in functional)[:-1]}`"
                      for r in removed)
         parts.append("")
-        if size > TREE_MAX_ROWS and added:
-            parts.append(f"_No trees: the stratum holds {size:,} rows (trees are drawn up to "
-                         f"{TREE_MAX_ROWS:,}); `deltalog explain` draws one on demand._")
+        if too_large and trees < len(added):
+            parts.append(f"_No more trees: {too_large} (the sample sorts at most "
+                         f"{TREE_MAX_ROWS:,} rows; its trees hold at most about "
+                         f"{TREE_MAX_WORK:,} facts); `deltalog explain` draws one on demand._")
         else:
             parts.append("_Trees over the stratum's relations after the run, its inputs as "
                          "leaves; `deltalog explain` goes down to EDB rows, `deltalog diff` "
@@ -628,6 +677,20 @@ def run_sample(engine: IncrementalEngine, change: Mapping[str, Delta]) -> dict[s
         out[pred] = _bounded("\n".join(parts))
     elapsed_ms = (time.perf_counter() - started) * 1000
     return {p: f"{text}\n\n_Sample computed in {elapsed_ms:.1f} ms._" for p, text in out.items()}
+
+
+def _pruned(node: Derivation, budget: list[int]) -> Derivation:
+    """A copy of ``node`` with at most ``budget[0]`` facts, depth first; a cut node says how
+    many of its children are not shown (so rendering costs no more than what is shown)."""
+    budget[0] -= 1
+    kids = []
+    for child in node.children:
+        if budget[0] <= 0:
+            break
+        kids.append(_pruned(child, budget))
+    cut = len(node.children) - len(kids)
+    conditions = [*node.conditions, *([f"... {cut} more not shown"] if cut else [])]
+    return Derivation(node.pred, node.row, node.rule, node.source, kids, conditions)
 
 
 def _input_note(prog: AnalyzedProgram) -> Callable[[Derivation], str]:

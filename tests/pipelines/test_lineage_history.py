@@ -244,8 +244,14 @@ def test_run_sample_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(lineage, "TREE_MAX_ROWS", 10)
     write_edb(root, spec, edb_tables([*chain[1:], (40, 41)]))
     md = run_all(spec, root)["path"].lineage
-    assert "No trees" in md and "```" not in md and "- removed `path(1, " in md
+    assert "No more trees" in md and "```" not in md and "- removed `path(1, " in md
     assert "- added `path(" in md
+    monkeypatch.setattr(lineage, "TREE_MAX_ROWS", 10**6)
+    monkeypatch.setattr(lineage, "TREE_MAX_WORK", 1)  # one tree, then rows only
+    write_edb(root, spec, edb_tables([*chain, (50, 51), (52, 53)]))
+    md = run_all(spec, root)["path"].lineage
+    assert md.count("```") == 2 and "more than 1 facts" in md
+    assert md.count("- added `path(") == 3
     monkeypatch.setattr(lineage, "SAMPLE_BYTES", 300)
     assert len(lineage._bounded("x" * 1000).encode()) <= 300
 
