@@ -6,6 +6,12 @@ is not there, and what a change to the EDB would do to every IDB table.
 ``what_if`` runs each stratum's maintenance on a copy of its saved engine state (caught up in
 memory with any input versions the state has not consumed yet) and writes nothing: the
 tables and the saved states stay as they were. Nothing is stored for lineage between runs.
+
+The history of an IDB table comes from its commits, which record the EDB versions each run
+consumed: ``show`` reads the table as of given EDB versions (Delta time travel), ``diff``
+compares two table versions (change data feed) with the EDB changes between the two runs'
+inputs and, per row, the changed EDB rows its minimal derivation uses. ``run_sample`` gives a
+run's materialization a small markdown sample of its change, from the engine it holds.
 """
 
 import difflib
