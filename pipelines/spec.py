@@ -1,22 +1,23 @@
 """A pipeline: a Datalog program plus the binding of its relations to Delta tables.
 
 A pipeline lives in a folder ``<name>/`` with ``program.dl`` and ``pipeline.toml``, found in
-one of the search folders (``pipeline_folders``: ``$DELTALOG_PIPELINES``, else the project's
-``examples/``);
+one of the search folders (``pipeline_folders``: ``$DELTALOG_PIPELINES``, else the
+``pipelines`` of the ``[tool.deltalog]`` table of the nearest ``pyproject.toml`` that has one,
+else the bundled ``examples/``);
 the binding is checked against the analyzed program here, once, so that the Dagster factories
 and the materialization code can trust it.
 """
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from engine.analysis.analyze import load_program
 from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.analysis.sources import closest_name
-from engine.errors import BAD_BINDING, DeltalogError
+from engine.errors import BAD_BINDING, BAD_PROJECT, DeltalogError
 from engine.source import decode_source
 from pipelines.expectations import Suite, load_suite
 
@@ -24,12 +25,79 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 PIPELINES_ENV = "DELTALOG_PIPELINES"  # folders holding pipeline folders, os.pathsep-separated
 PROGRAM_FILE = "program.dl"
 BINDING_FILE = "pipeline.toml"
+PROJECT_FILE = "pyproject.toml"
+PROJECT_KEYS = ("pipelines", "warehouse")  # the keys of [tool.deltalog]
 
 
 class BindingError(DeltalogError):
     """``pipeline.toml`` does not match the program, or is not valid TOML."""
 
     code = BAD_BINDING
+
+
+class ProjectError(DeltalogError):
+    """The ``[tool.deltalog]`` table of a ``pyproject.toml`` is not valid."""
+
+    code = BAD_PROJECT
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """The ``[tool.deltalog]`` table of a user's ``pyproject.toml``, its paths resolved
+    against the folder of that file::
+
+        [tool.deltalog]
+        pipelines = ["pipelines"]     # folders holding pipeline folders
+        warehouse = "warehouse"       # the warehouse root: a folder, or a URI (s3://...)
+    """
+
+    pyproject: Path
+    pipelines: tuple[Path, ...] = ()
+    warehouse: str | None = None
+
+
+def _parse_project(pyproject: Path, table: object) -> ProjectConfig:
+    where = f"{pyproject} [tool.deltalog]"
+    if not isinstance(table, dict):
+        raise ProjectError("tool.deltalog must be a table", where)
+    unknown = sorted(set(table) - set(PROJECT_KEYS))
+    if unknown:
+        raise ProjectError(f"unknown key(s) {', '.join(unknown)}; expected "
+                           f"{', '.join(PROJECT_KEYS)}", where)
+    base = pyproject.parent
+    folders = table.get("pipelines", [])
+    if not isinstance(folders, list) or not all(isinstance(f, str) and f for f in folders):
+        raise ProjectError('pipelines must be a list of folder paths, e.g. ["pipelines"]', where)
+    resolved = tuple((base / f).resolve() for f in folders)
+    for given, folder in zip(folders, resolved, strict=True):
+        if not folder.is_dir():
+            raise ProjectError(f"pipelines folder {given!r} does not exist ({folder})", where)
+    warehouse = table.get("warehouse")
+    if warehouse is not None and (not isinstance(warehouse, str) or not warehouse.strip()):
+        raise ProjectError("warehouse must be a non-empty folder path or URI", where)
+    if warehouse is not None and "://" not in warehouse:
+        warehouse = str((base / warehouse).resolve())
+    return ProjectConfig(pyproject, resolved, warehouse)
+
+
+def project_config(start: str | Path | None = None) -> ProjectConfig | None:
+    """The ``[tool.deltalog]`` table of the nearest ``pyproject.toml`` that has one, looking
+    in ``start`` (default: the current directory) and its parents, as ruff looks for
+    ``[tool.ruff]``; None when there is none. A ``pyproject.toml`` on the way that is not
+    valid TOML is a ``ProjectError``: it might be the one meant."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        pyproject = folder / PROJECT_FILE
+        if not pyproject.is_file():
+            continue
+        try:
+            data = tomllib.loads(decode_source(pyproject.read_bytes(), str(pyproject)))
+        except tomllib.TOMLDecodeError as err:
+            raise ProjectError(f"not valid TOML: {err}", str(pyproject)) from None
+        tool = data.get("tool", {})
+        if isinstance(tool, dict) and "deltalog" in tool:
+            return _parse_project(pyproject, tool["deltalog"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -87,12 +155,26 @@ class PipelineSpec:
         return tuple(sorted(seen & set(self.edb_tables)))
 
 
-def pipeline_folders() -> list[Path]:
-    """The folders searched for pipelines: ``$DELTALOG_PIPELINES`` (several separated by
-    ``os.pathsep``), else the project's ``examples/``."""
+def pipeline_folders(start: str | Path | None = None) -> list[Path]:
+    """The folders searched for pipelines, the first of: ``$DELTALOG_PIPELINES`` (several
+    separated by ``os.pathsep``); the ``pipelines`` of ``[tool.deltalog]`` in the nearest
+    ``pyproject.toml`` that has that table, looking from ``start`` (default: the current
+    directory) upward; the bundled ``examples/``."""
     configured = os.environ.get(PIPELINES_ENV, "")
     folders = [Path(p) for p in configured.split(os.pathsep) if p]
-    return folders or [EXAMPLES_DIR]
+    if folders:
+        return folders
+    project = project_config(start)
+    if project is not None and project.pipelines:
+        return list(project.pipelines)
+    return [EXAMPLES_DIR]
+
+
+def configured_warehouse(start: str | Path | None = None) -> str | None:
+    """The ``warehouse`` of ``[tool.deltalog]`` (see ``project_config``), None without one.
+    ``$DELTALOG_WAREHOUSE`` wins over it: its readers check the variable first."""
+    project = project_config(start)
+    return project.warehouse if project is not None else None
 
 
 def _resolve(name_or_dir: str | Path) -> Path:
@@ -201,10 +283,14 @@ def load_pipeline(name_or_dir: str | Path) -> PipelineSpec:
     return PipelineSpec(name, directory, prog, edb, idb, suites)
 
 
-def discover_pipelines(bases: list[Path] | None = None) -> list[Path]:
+def discover_pipelines(bases: Sequence[str | Path] | None = None) -> list[Path]:
     """Pipeline folders: every sub-folder with a ``pipeline.toml`` of the search folders
-    (``bases``, default ``pipeline_folders()``)."""
+    (``bases``, default ``pipeline_folders()``); a search folder that has a ``pipeline.toml``
+    itself is that one pipeline folder."""
     out: list[Path] = []
     for base in bases if bases is not None else pipeline_folders():
-        out.extend(sorted(p.parent for p in Path(base).glob(f"*/{BINDING_FILE}")))
+        if (Path(base) / BINDING_FILE).is_file():
+            out.append(Path(base))
+        else:
+            out.extend(sorted(p.parent for p in Path(base).glob(f"*/{BINDING_FILE}")))
     return out

@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from pipelines import delta_io
+from pipelines.spec import configured_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,9 +27,12 @@ SPARK_DRIVER_MEMORY_ENV = "DELTALOG_SPARK_DRIVER_MEMORY"
 SPARK_EXECUTOR_MEMORY_ENV = "DELTALOG_SPARK_EXECUTOR_MEMORY"
 
 
-def default_warehouse_root() -> str:
-    """``$DELTALOG_WAREHOUSE``, or ``warehouse/`` in the repository."""
-    return os.environ.get(WAREHOUSE_ENV) or str(REPO_ROOT / "warehouse")
+def default_warehouse_root(start: str | Path | None = None) -> str:
+    """``$DELTALOG_WAREHOUSE``, else the ``warehouse`` of ``[tool.deltalog]`` in the nearest
+    ``pyproject.toml`` that has that table (looking from ``start``, default the current
+    directory, upward), else ``warehouse/`` in the repository."""
+    return (os.environ.get(WAREHOUSE_ENV) or configured_warehouse(start)
+            or str(REPO_ROOT / "warehouse"))
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -40,7 +44,8 @@ class WarehouseResource(dg.ConfigurableResource):
         description=(
             "Warehouse root: a folder or a URI (s3://bucket/wh, az://..., gs://...); every "
             "table path in pipeline.toml is relative to it. "
-            f"Default: ${WAREHOUSE_ENV}, else warehouse/ in the repository."
+            f"Default: ${WAREHOUSE_ENV}, else the warehouse of [tool.deltalog] in the "
+            "nearest pyproject.toml that has that table, else warehouse/ in the repository."
         ),
     )
 
