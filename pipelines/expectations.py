@@ -26,16 +26,13 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from engine.analysis.program import RelationSchema
 from pipelines import delta_io
 from pipelines.quality import Problem
-
-if TYPE_CHECKING:
-    from pipelines.spec import PipelineSpec
 
 # kwargs of an expectation that name columns (GX's own names)
 _COLUMN_KEYS = ("column", "column_A", "column_B")
@@ -105,17 +102,19 @@ class TableReport:
                 + "; ".join(p.what for p in self.problems[:3]))
 
 
-def validate_table(root: str | Path, spec: "PipelineSpec", pred: str) -> TableReport:
-    """Every expectation of ``pred``'s suite on its table's current version, with GX Data
-    Docs written under the warehouse (a local warehouse: the docs are local files)."""
-    uri = spec.table_uri(root, pred)
+def docs_dir(root: str | Path, pipeline: str, pred: str) -> Path:
+    """Where the Data Docs of ``pred``'s whole-table validation go: under a local warehouse,
+    else under the working folder (Data Docs are local files)."""
+    base = Path(DOCS_DIR) if delta_io.is_remote(root) else Path(root) / DOCS_DIR
+    return base / pipeline / pred
+
+
+def validate_table(uri: str, pred: str, suite: Suite, docs: Path) -> TableReport:
+    """Every expectation of ``suite`` on the current version of ``pred``'s table at
+    ``uri``, with GX Data Docs written into ``docs``."""
     version = delta_io.table_version(uri)
     table = delta_io.read_arrow(uri, version)
-    if delta_io.is_remote(root):  # Data Docs are local files
-        docs = Path(DOCS_DIR) / spec.name / pred
-    else:
-        docs = Path(root) / DOCS_DIR / spec.name / pred
-    problems = validate(spec.expectations[pred], pred, table, change_only=False, docs=docs)
+    problems = validate(suite, pred, table, change_only=False, docs=docs)
     return TableReport(version, table.num_rows, problems, docs)
 
 

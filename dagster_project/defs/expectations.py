@@ -8,7 +8,7 @@ import dagster as dg
 
 from dagster_project.defs.edb import asset_key
 from dagster_project.defs.resources import WarehouseResource
-from pipelines.expectations import validate_table
+from pipelines.expectations import docs_dir, validate_table
 from pipelines.spec import PipelineSpec
 
 CHECK_NAME = "expectations"
@@ -24,7 +24,8 @@ def _check(spec: PipelineSpec, pred: str) -> dg.AssetChecksDefinition:
                     "Great Expectations; Data Docs in the warehouse).",
     )
     def _expectations(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-        report = validate_table(warehouse.root, spec, pred)
+        report = validate_table(spec.table_uri(warehouse.root, pred), pred, suite,
+                                docs_dir(warehouse.root, spec.name, pred))
         return dg.AssetCheckResult(
             passed=not report.problems,
             severity=dg.AssetCheckSeverity.ERROR,
