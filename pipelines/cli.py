@@ -1,7 +1,8 @@
 """The ``deltalog`` command line: ``eval`` prints every IDB relation as sorted fact lines;
 ``run`` applies a transaction script (insert/delete/commit/dump); ``explain``,
 ``what-if``, ``show`` (a table as of EDB versions) and ``diff`` (between two table versions)
-answer lineage questions on a pipeline's tables. Errors print
+answer lineage questions on a pipeline's tables; ``init`` scaffolds a project of your own
+(``pipelines.scaffold``). Errors print
 ``FILE:LINE:COL: error DLnnn: message`` on stderr and exit 1, never a traceback."""
 
 import argparse
@@ -22,7 +23,8 @@ from engine.source import decode_source
 from engine.values import Row, format_relations
 from pipelines import lineage
 from pipelines.facts import load_facts_dir
-from pipelines.spec import PipelineSpec, load_pipeline
+from pipelines.scaffold import init_project
+from pipelines.spec import PipelineSpec, configured_warehouse, load_pipeline
 
 
 def _looked(args: argparse.Namespace) -> str:
@@ -97,8 +99,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _pipeline(args: argparse.Namespace) -> tuple[PipelineSpec, str]:
-    return load_pipeline(args.pipeline), args.warehouse or os.environ.get(
-        "DELTALOG_WAREHOUSE", "warehouse"
+    return load_pipeline(args.pipeline), (
+        args.warehouse or os.environ.get("DELTALOG_WAREHOUSE") or configured_warehouse()
+        or "warehouse"
     )
 
 
@@ -139,10 +142,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    written = init_project(args.dir, args.package)
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 def _pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", help="a pipeline folder, or its name under the pipelines")
     parser.add_argument("--warehouse", metavar="DIR",
-                        help="warehouse root (default: $DELTALOG_WAREHOUSE, else ./warehouse)")
+                        help="warehouse root (default: $DELTALOG_WAREHOUSE, else the warehouse "
+                        "of [tool.deltalog] in the nearest pyproject.toml, else ./warehouse)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("--limit", type=int, default=50, metavar="N",
                     help="list at most N rows of each part (default 50)")
     df.set_defaults(func=_cmd_diff)
+    it = sub.add_parser("init", help="scaffold a project of your own: pyproject.toml with "
+                        "[tool.deltalog], an example pipeline, Dagster definitions")
+    it.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    it.add_argument("--package", metavar="NAME",
+                    help="the Python package to create (default: DIR's name)")
+    it.set_defaults(func=_cmd_init)
     return parser
 
 

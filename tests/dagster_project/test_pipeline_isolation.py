@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-import dagster_project.definitions as definitions
+import dagster_project.build as definitions
 from dagster_project.defs import asset_key
 from dagster_project.defs.automation import update_job_name
 from dagster_project.defs.load_errors import FOLDER_KEY, LOAD_ERROR_KEY
@@ -44,7 +44,7 @@ def test_a_broken_pipeline_does_not_take_down_the_others(tmp_path, caplog):
     syntax = _folder(base, "broken_syntax", BAD_PROGRAM, '[edb]\nedge = "b/edge"\n')
     binding = _folder(base, "broken_binding", GOOD_PROGRAM,
                       '[edb]\ne = "c/e"\n[idb]\nq = "c/q"\nnope = "c/nope"\n')
-    with caplog.at_level(logging.ERROR, logger="dagster_project.definitions"):
+    with caplog.at_level(logging.ERROR, logger="dagster_project.build"):
         defs = definitions.build_definitions(paths=[base], root=root)
 
     graph = defs.resolve_asset_graph()
