@@ -127,3 +127,21 @@ def test_everything_broken_still_loads(tmp_path):
     defs = definitions.build_definitions(paths=[tmp_path], root=tmp_path / "wh")
     assert set(defs.resolve_asset_graph().get_all_asset_keys()) == {dg.AssetKey(["only"])}
     assert set(defs.resources or {}) == {"warehouse", "spark"}
+
+
+def test_merged_into_an_existing_project(tmp_path):
+    """The README's recipe: a project's own Definitions merged with build_definitions."""
+
+    @dg.asset
+    def team_report() -> None:
+        return None
+
+    _folder(tmp_path / "pipes", "ours", GOOD_PROGRAM, '[edb]\ne = "o/e"\n[idb]\nq = "o/q"\n')
+    defs = dg.Definitions.merge(
+        dg.Definitions(assets=[team_report]),
+        definitions.build_definitions(paths=[tmp_path / "pipes"], root=tmp_path / "wh"),
+    )
+    assert set(defs.resolve_asset_graph().get_all_asset_keys()) == {
+        dg.AssetKey(["team_report"]), dg.AssetKey(["ours", "e"]), dg.AssetKey(["ours", "q"])}
+    assert defs.resolve_job_def("ours_update") is not None
+    defs.resolve_implicit_global_asset_job_def()  # the resources satisfy every asset

@@ -111,3 +111,17 @@ def test_a_pyproject_that_is_not_toml_is_dl402(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.deltalog\n", encoding="utf-8")
     with pytest.raises(ProjectError, match="not valid TOML"):
         project_config(tmp_path)
+
+
+def test_the_cli_warehouse_default_follows_the_same_order(project, monkeypatch, tmp_path):
+    import argparse
+
+    from pipelines import cli
+
+    args = argparse.Namespace(pipeline="alpha", warehouse=None)
+    spec, root = cli._pipeline(args)
+    assert spec.name == "alpha" and root == str(project / "data" / "wh")
+    monkeypatch.setenv(WAREHOUSE_ENV, str(tmp_path / "env_wh"))
+    assert cli._pipeline(args)[1] == str(tmp_path / "env_wh")
+    args.warehouse = "given"
+    assert cli._pipeline(args)[1] == "given"
