@@ -3,7 +3,8 @@
 Submodules: ``resources`` (warehouse root, lazy Spark), ``edb`` (one asset per EDB table),
 ``idb`` (one multi-asset per stratum), ``checks`` (Spark recompute check per IDB predicate),
 ``expectations`` (the whole-table check of a team's Great Expectations suite on an EDB table),
-``automation`` (update/check/rebuild jobs, the EDB version sensor, the daily check schedule).
+``automation`` (update/check/rebuild jobs, the EDB version sensor, the daily check schedule),
+``load_errors`` (the placeholder asset of a pipeline that did not load).
 """
 
 import dagster as dg
