@@ -324,7 +324,7 @@ def run_demo(
     ``sections`` restricts the data (Debian sections, or WordNet lexicographer files such as
     noun.animal). Returns the exit status."""
     _quiet()
-    from dagster_project.definitions import build_definitions
+    from dagster_project.build import build_definitions
     from dagster_project.defs.automation import checks_job_name, update_job_name
     from pipelines.spec import load_pipeline
     from pipelines.warehouse import apply_snapshot, build_warehouse
