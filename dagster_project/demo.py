@@ -301,6 +301,16 @@ def _wipe_history(instance: "dg.DagsterInstance", spec: Any) -> None:
     instance.wipe_assets(keys)
 
 
+def _shown_by(home: Path, root: Path) -> str:
+    """The command that serves the instance in ``home`` (and the warehouse ``root``) in the UI."""
+    if home.resolve() == DEFAULT_HOME.resolve() and root.resolve() == DEFAULT_WAREHOUSE.resolve():
+        return "make ui"
+    return (
+        f"DAGSTER_HOME={home} DELTALOG_WAREHOUSE={root} "
+        ".venv/bin/dagster dev -m dagster_project.definitions"
+    )
+
+
 def _stratum_sum(spec: Any, values: dict[str, float]) -> float:
     """The sum over strata of a per-stratum figure every predicate of a stratum repeats."""
     return sum(
@@ -331,7 +341,7 @@ def run_demo(
 
     spec = load_pipeline(pipeline)
     print(f"deltalog demo: pipeline '{spec.name}', warehouse {root}", flush=True)
-    print(f"  Dagster instance {home} (make ui shows these runs)", flush=True)
+    print(f"  Dagster instance {home} ({_shown_by(home, root)} shows these runs)", flush=True)
     if sections is not None:
         print(f"  SUBSET: only {SUBSET_OF[pipeline]} {', '.join(sorted(sections))}", flush=True)
     load = _loader(pipeline, sections)
@@ -429,7 +439,7 @@ def run_demo(
         f"(run 1: {sum(run1.checks.values())}/{len(run1.checks)}, "
         f"run 2: {sum(run2.checks.values())}/{len(run2.checks)})"
     )
-    print(f"make ui shows these runs: {DAGSTER_UI}")
+    print(f"{_shown_by(home, root)} shows these runs on {DAGSTER_UI}")
     for line in [*run1.failures, *run2.failures]:
         print(f"error: {line}", file=sys.stderr)
     ok = run1.success and run2.success and passed == len(checks)
