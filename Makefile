@@ -65,4 +65,5 @@ bench-recursion: $(STAMP)
 	$(BIN)/python -m bench.recursion_vs_peers
 
 clean:
-	rm -rf warehouse .dagster_home/storage .dagster_home/history .dagster_home/logs
+	rm -rf warehouse .dagster_home/storage .dagster_home/history .dagster_home/logs \
+		.dagster_home/schedules .dagster_home/.logs_queue

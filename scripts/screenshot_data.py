@@ -75,6 +75,8 @@ def main() -> int:
                 selection += defs.asset_checks or ()
             result = dg.materialize(
                 selection,
+                # the EDB tables are observable sources: observed (and input-checked) too
+                selection=dg.AssetSelection.all(include_sources=True),
                 resources=defs.resources,
                 instance=instance,
                 run_config=QUIET_LOGGERS,
