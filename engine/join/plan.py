@@ -5,6 +5,7 @@ level of that order the atoms that join on it, its assignment, its filters and n
 The order is chosen by a simple deterministic cost model (``choose_order``) unless given.
 """
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -35,14 +36,43 @@ class PreparedRule:
     head_vars: frozenset[str]
 
 
+def _used_once(rule: Rule) -> set[str]:
+    """Variables the parser made (``_``) that occur once in the whole rule: wildcards."""
+    counts: Counter[str] = Counter()
+    for item in rule.body:
+        atom = item.atom if isinstance(item, Negation) else item
+        if isinstance(atom, Atom):
+            counts.update(a.name for a in atom.args if isinstance(a, Var))
+        else:
+            counts.update(expr_vars(item.left) | expr_vars(item.right))  # type: ignore[union-attr]
+    counts.update(rule.head.vars)
+    if rule.aggregate is not None:
+        counts.update([rule.aggregate.result.name])
+        if rule.aggregate.arg is not None:
+            counts.update([rule.aggregate.arg.name])
+    return {v for v, c in counts.items() if c == 1 and v.startswith("_")}
+
+
 def prepare(rule: Rule) -> PreparedRule:
+    """The rule's body for the joins. An atom that repeats another up to its wildcards
+    (``e(4, _), e(4, _)``) is the same condition under set semantics and is kept once: the
+    joins would otherwise combine every witness of each copy (a counting join, DBSP's,
+    enumerates them all)."""
     atoms: list[PlanAtom] = []
     assigns: list[tuple[str, Expr]] = []
     filters: list[Compare] = []
     negations: list[Atom] = []
+    wild = _used_once(rule)
+    seen: set[tuple[object, ...]] = set()
     n = 0
     for item in rule.body:
         if isinstance(item, Atom):
+            key = (item.pred, item.functional, *(
+                ("const", a.value) if isinstance(a, Const) else
+                ("_",) if a.name in wild else ("var", a.name) for a in item.args))
+            if key in seen:
+                continue
+            seen.add(key)
             names: list[str] = []
             for arg in item.args:
                 if isinstance(arg, Const):
