@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.dbsp import kernels
 from engine.dbsp.stratum import _seeded_order
-from engine.join.plan import PlanAtom, PreparedRule, prepare
+from engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
 from engine.semantics import coerce, compare, eval_expr
 from engine.storage import Delta, RelationStore
 from engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
@@ -100,17 +100,6 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
     return None
 
 
-def _assignments(prep: PreparedRule) -> list[tuple[str, Expr]]:
-    """What can bind a variable beside an atom: the plan's assignments, and the ``=``
-    comparisons with a variable on one side."""
-    out = list(prep.assigns)
-    for c in prep.filters:
-        if c.op == "=":
-            out += [(t.name, e) for t, e in ((c.left, c.right), (c.right, c.left))
-                    if isinstance(t, Var)]
-    return out
-
-
 def _expr_type(e: Expr, types: Mapping[str, str]) -> str | None:
     if isinstance(e, Var):
         return types.get(e.name)
@@ -132,7 +121,7 @@ def _var_types(prog: AnalyzedProgram, prep: PreparedRule) -> dict[str, str]:
     changed = True
     while changed:
         changed = False
-        for v, e in _assignments(prep):
+        for v, e in (*prep.assigns, *compare_assignments(prep)):
             t = _expr_type(e, types)
             if v not in types and t is not None:
                 types[v] = t

@@ -35,13 +35,15 @@ from engine.join.plan import (
     RulePlan,
     all_vars,
     build_plan,
+    compare_assignments,
+    holders_and_wildcards,
     prepare,
 )
 from engine.join.trie import JoinStats
 from engine.semantics import coerce
 from engine.storage import CurrentRows, Delta, ListRows, PreviousRows, RelationStore, add_into
 from engine.storage import SortedRows as SortedRowsT
-from engine.syntax.ast import Atom, Compare, Const, Rule, Var, expr_vars
+from engine.syntax.ast import Atom, Const, Rule, Var, expr_vars
 from engine.values import Row
 
 Fact = tuple[str, Row]
@@ -234,24 +236,8 @@ def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
     wildcard) goes last, where one witness suffices. Only the frontier (variables sharing
     an atom with a bound one) is costed, so a long body is planned in near-linear time."""
     remaining = set(all_vars(prep))
-    sources = [(v, expr_vars(e)) for v, e in prep.assigns]
-    for c in prep.filters:
-        if isinstance(c, Compare) and c.op == "=":
-            for target, src in ((c.left, c.right), (c.right, c.left)):
-                if isinstance(target, Var):
-                    sources.append((target.name, expr_vars(src)))
-    holders_of: dict[str, list[PlanAtom]] = {}
-    for a in prep.atoms:
-        for x in set(a.vars):
-            holders_of.setdefault(x, []).append(a)
-    other_uses = set(prep.head_vars)
-    for c in prep.filters:
-        other_uses |= c.vars
-    for n in prep.negations:
-        other_uses |= n.vars
-    for v, e in prep.assigns:
-        other_uses |= {v, *expr_vars(e)}
-    wild = {v for v, hs in holders_of.items() if len(hs) == 1 and v not in other_uses}
+    sources = [(v, expr_vars(e)) for v, e in (*prep.assigns, *compare_assignments(prep))]
+    holders_of, wild = holders_and_wildcards(prep)
     order: list[str] = []
     bound: set[str] = set()
     frontier: set[str] = set()
@@ -273,9 +259,7 @@ def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
             continue
 
         def cost(v: str) -> tuple[int, int, int, str]:
-            holders = holders_of[v]
-            existential = len(holders) == 1 and v not in other_uses
-            return (0 if v in frontier else 1, 1 if existential else 0, -len(holders), v)
+            return (0 if v in frontier else 1, 1 if v in wild else 0, -len(holders_of[v]), v)
 
         live = remaining - wild or remaining  # wildcards after every other variable
         candidates = (frontier & live) or (live & holders_of.keys())

@@ -105,7 +105,7 @@ def _atom_vars(prep: PreparedRule) -> set[str]:
     return {v for a in prep.atoms for v in a.vars}
 
 
-def _compare_assignments(prep: PreparedRule) -> list[tuple[str, Expr]]:
+def compare_assignments(prep: PreparedRule) -> list[tuple[str, Expr]]:
     out = []
     for c in prep.filters:
         if c.op != "=":
@@ -119,15 +119,37 @@ def _compare_assignments(prep: PreparedRule) -> list[tuple[str, Expr]]:
 def all_vars(prep: PreparedRule) -> set[str]:
     """Every variable the join binds: atom variables and assignment targets."""
     names = _atom_vars(prep) | {v for v, _ in prep.assigns}
-    names |= {v for v, _ in _compare_assignments(prep)}
+    names |= {v for v, _ in compare_assignments(prep)}
     names -= {v for v in names if v.startswith("_") and not _bound_somewhere(prep, v)}
     return names
 
 
 def _bound_somewhere(prep: PreparedRule, v: str) -> bool:
     return v in _atom_vars(prep) or any(t == v for t, _ in prep.assigns) or any(
-        t == v for t, _ in _compare_assignments(prep)
+        t == v for t, _ in compare_assignments(prep)
     )
+
+
+def holders_and_wildcards(
+    prep: PreparedRule,
+) -> tuple[dict[str, list[PlanAtom]], set[str]]:
+    """The atoms that hold each variable, and the wildcards: variables only one atom
+    mentions and nothing else reads. A join orders them after every other variable, even
+    one not connected to what is bound (bound before it, each of their combinations would
+    be joined with its values), where one witness suffices."""
+    holders_of: dict[str, list[PlanAtom]] = {}
+    for a in prep.atoms:
+        for x in set(a.vars):
+            holders_of.setdefault(x, []).append(a)
+    other_uses = set(prep.head_vars)
+    for c in prep.filters:
+        other_uses |= c.vars
+    for n in prep.negations:
+        other_uses |= n.vars
+    for v, e in prep.assigns:
+        other_uses |= {v, *expr_vars(e)}
+    wild = {v for v, hs in holders_of.items() if len(hs) == 1 and v not in other_uses}
+    return holders_of, wild
 
 
 def choose_order(
@@ -138,28 +160,13 @@ def choose_order(
     column order (no permuted copy to sort), joined by most atoms, in the smallest
     relation, then by name. Atoms in ``fresh`` (a semi-naive delta) are sorted for this
     join whatever the order, so reading them out of column order costs nothing extra."""
-    assign_sources = [(v, expr_vars(e)) for v, e in (*prep.assigns, *_compare_assignments(prep))]
+    assign_sources = [(v, expr_vars(e)) for v, e in (*prep.assigns, *compare_assignments(prep))]
     atom_vars = _atom_vars(prep)
     remaining = all_vars(prep)
     order: list[str] = []
     bound: set[str] = set()
-    # Variables only one atom mentions and nothing else reads (wildcards, mostly): bound
-    # last, where the join stops at one witness, instead of enumerating their values.
-    other_uses = set(prep.head_vars)
-    for c in prep.filters:
-        other_uses |= c.vars
-    for n in prep.negations:
-        other_uses |= n.vars
-    for v, e in prep.assigns:
-        other_uses |= {v, *expr_vars(e)}
     frontier: set[str] = set()  # unbound variables of atoms that hold a bound one
-    holders_of: dict[str, list[PlanAtom]] = {}
-    for a in prep.atoms:
-        for x in set(a.vars):
-            holders_of.setdefault(x, []).append(a)
-    # Wildcards go after every other variable, even one not connected to what is bound:
-    # bound before it, each of their combinations would be joined with its values.
-    wild = {v for v, hs in holders_of.items() if len(hs) == 1 and v not in other_uses}
+    holders_of, wild = holders_and_wildcards(prep)
     while remaining:
         ready = sorted(v for v, deps in assign_sources if v in remaining and deps <= bound)
         if ready:
@@ -183,7 +190,7 @@ def choose_order(
                     for a in holders
                     if a.index not in fresh and next((x for x in a.vars if x not in bound), v) != v
                 )
-                existential = len(holders) == 1 and v not in other_uses
+                existential = v in wild
                 return (
                     0 if connected else 1,
                     1 if existential else 0,

@@ -103,9 +103,9 @@ def _valid_orders(rule):
         ok = True
         for v in order:
             if v not in atom_vars:
-                from engine.join.plan import _compare_assignments
+                from engine.join.plan import compare_assignments
 
-                sources = [e for t, e in (*prep.assigns, *_compare_assignments(prep)) if t == v]
+                sources = [e for t, e in (*prep.assigns, *compare_assignments(prep)) if t == v]
                 from engine.syntax.ast import expr_vars
 
                 if not any(expr_vars(e) <= seen for e in sources):
