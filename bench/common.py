@@ -6,7 +6,8 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -69,3 +70,19 @@ def _cell(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
+
+
+def write_pipeline(folder: Path, text: str) -> Any:
+    """A pipeline in ``folder`` (named as the folder) running the program ``text``, every
+    EDB and IDB predicate bound to a table ``<name>/edb/<pred>`` or ``<name>/idb/<pred>``."""
+    from engine.analysis.analyze import load_program
+    from pipelines.spec import load_pipeline
+
+    prog = load_program(text)
+    name = folder.name
+    folder.mkdir(parents=True)
+    (folder / "program.dl").write_text(text, encoding="utf-8")
+    lines = ["[edb]", *(f'{p} = "{name}/edb/{p}"' for p in sorted(prog.edb)),
+             "", "[idb]", *(f'{p} = "{name}/idb/{p}"' for p in sorted(prog.idb))]
+    (folder / "pipeline.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return load_pipeline(folder)

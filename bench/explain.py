@@ -35,7 +35,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from bench.common import format_table, timed
+from bench.common import format_table, timed, write_pipeline
 from bench.eval_vs_duckdb import TC_PROGRAM, TC_SQL, random_edges
 
 SIZES = (1_000, 10_000, 100_000)
@@ -75,13 +75,12 @@ def _tallest_row(spec: Any, root: Path) -> tuple[int, int]:
 
 
 def measure(n: int, folder: Path) -> dict[str, Any]:
-    from bench.state_io import _write_pipeline
     from engine.explain import Explainer
     from pipelines import lineage
     from pipelines.run import StratumRun
     from pipelines.warehouse import write_edb
 
-    spec = _write_pipeline(folder / "tc", TC_PROGRAM)
+    spec = write_pipeline(folder / "tc", TC_PROGRAM)
     root = folder / "warehouse"
     edges = random_edges(2 * n, n, seed=n)
     write_edb(root, spec, {"edge": edges})

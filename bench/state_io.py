@@ -1,154 +1,97 @@
-"""Engine state between runs: how long saving and loading the
-saved engine takes against the data size, next to the change it serves.
+"""What a run costs against the data size, as users run it: the Dagster CLI executing a
+pipeline's update job after a 10-row change to each of its two EDB tables.
 
-For each program and data size a child process writes the EDB as Delta tables of a
-one-stratum pipeline in a temporary warehouse and materializes it once (a full load, which
-saves the engine state as ``pipelines.maintain`` does). Then, on that saved state:
+The pipeline: the triangle query over one table ``e`` (a stratum maintained with
+sensitivity indices) and the transitive closure over another, ``edge`` (a recursive
+stratum on the columnar DBSP kernel), with the data generators of
+``bench.maintain_vs_recompute`` (a random graph with n/8 nodes) and of
+``bench.recursion_vs_peers`` (``random_edges`` with 2n nodes, a sparse graph whose closure
+stays near 2n). For each size: the EDB tables are written, the update job runs once (the
+full load), then ``RUNS`` times: 5 erasures of present rows and 5 insertions of new ones
+per table, then ``dagster job execute -m dagster_project.definitions -j stateio_update``
+in a process of its own (what a user or a schedule starts), timed from outside, its peak
+RSS (the largest of its processes) taken from the OS, and the engine's own numbers read
+from the run's materializations in the Dagster instance: ``state_open_s`` (reading the
+saved state and opening the engine), ``state_save_s``, ``state_bytes_written`` and the
+engine's own seconds, summed over the two strata. The median run of ``RUNS`` is shown.
 
-* load: ``pipelines.state_store.load_state`` (read the state file) + ``IncrementalEngine.loads``
-  (decode the engine);
-* apply: ``IncrementalEngine.apply`` of a 10-tuple change (5 erasures of present rows, 5
-  insertions of new ones), the median of three such changes;
-* save: ``IncrementalEngine.dumps`` (encode) + ``save_state`` (atomic write: temp file,
-  fsync, rename, fsync of the folder) to a temporary folder;
-
-and the ratio (load + save) / apply: how many times the change's own work a run spends on
-the state. Then one real incremental materialization (``StratumRun.materialize`` after a
-10-tuple change to the EDB table) with its time split into state load, apply, state save and
-the rest (Delta reads of the change feed, the IDB commit). The state file is read back from
-the page cache (it was just written): a cold read adds the disk's time on top.
-
-Programs: the triangle query of ``bench.maintain_vs_recompute`` (its generator: a random
-graph with n/8 nodes) and the transitive closure of ``bench.recursion_vs_peers`` (its
-program, on ``random_edges`` with 2n nodes, a sparse graph whose closure stays near 2n).
+The peer: DuckDB recomputing both queries from the same data in this process (what a run
+costs that keeps no state at all), and the ratio of our run to it.
 
     .venv/bin/python -m bench.state_io [--quick] [--max-size N | --full]
 """
 
 import argparse
-import contextlib
-import gc
 import json
+import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import format_table, peak_rss_mb
+from bench.common import format_table, write_pipeline
 from engine.values import Row
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = (1_000, 10_000, 100_000, 1_000_000)
-DEFAULT_MAX = 100_000  # 10^6 takes minutes per program to load: --full or --max-size
+SIZES = (10_000, 100_000, 1_000_000)
+DEFAULT_MAX = 100_000  # 10^6 takes minutes to load: --full or --max-size
+RUNS = 3
 CHANGE = 10
-APPLIES = 3
+PIPELINE = "stateio"
+JOB = f"{PIPELINE}_update"
+STRATA_KEYS = ("tri", "path")  # one IDB table of each stratum
 
 Data = dict[str, set[Row]]
 
 
-@dataclass(frozen=True)
-class Program:
-    name: str
-    program: str
-    make: Callable[[int, random.Random], Data]  # base tuples -> EDB relations
-    changing: str  # the EDB relation the changes edit
-    fresh: Callable[[random.Random, int], Row]  # a new row of `changing` (maybe present)
+def program() -> str:
+    from bench.eval_vs_duckdb import TC_PROGRAM
+    from bench.maintain_vs_recompute import TRIANGLE
+
+    return TRIANGLE + "\n" + TC_PROGRAM + "\n"
 
 
-def _triangle() -> Program:
+def make_data(n: int, rng: random.Random) -> Data:
+    from bench.eval_vs_duckdb import random_edges
     from bench.maintain_vs_recompute import WORKLOADS
 
-    w = WORKLOADS["triangle"]
-    return Program("triangle", w.program, w.make, w.changing, w.fresh)
-
-
-def _acyclic() -> Program:
-    from bench.maintain_vs_recompute import WORKLOADS
-
-    w = WORKLOADS["acyclic-3way"]
-    return Program("acyclic-3way", w.program, w.make, w.changing, w.fresh)
+    data = dict(WORKLOADS["triangle"].make(n, rng))
+    t = random_edges(_tc_nodes(n), n, seed=rng.randrange(2**31))
+    data["edge"] = set(zip(t["src"].to_pylist(), t["dst"].to_pylist(), strict=True))
+    return data
 
 
 def _tc_nodes(n: int) -> int:
     return max(2 * n, 10)
 
 
-def _tc_data(n: int, rng: random.Random) -> Data:
-    from bench.eval_vs_duckdb import random_edges
+def _fresh(pred: str, rng: random.Random, n: int) -> Row:
+    from bench.maintain_vs_recompute import WORKLOADS
 
-    t = random_edges(_tc_nodes(n), n, seed=rng.randrange(2**31))
-    return {"edge": set(zip(t["src"].to_pylist(), t["dst"].to_pylist(), strict=True))}
-
-
-def _tc_fresh(rng: random.Random, n: int) -> Row:
+    if pred == "e":
+        return WORKLOADS["triangle"].fresh(rng, n)  # type: ignore[no-any-return]
     while True:
         a, b = rng.randrange(_tc_nodes(n)), rng.randrange(_tc_nodes(n))
         if a != b:
             return (a, b)
 
 
-def _tc() -> Program:
-    # The program bench.recursion_vs_peers runs (it imports it from bench.eval_vs_duckdb).
-    from bench.recursion_vs_peers import TC_PROGRAM
-
-    return Program("transitive closure", TC_PROGRAM, _tc_data, "edge", _tc_fresh)
-
-
-PROGRAMS: dict[str, Callable[[], Program]] = {
-    "triangle": _triangle,
-    "tc": _tc,
-    "acyclic-3way": _acyclic,
-}
-DEFAULT_PROGRAMS = ("triangle", "tc")
-
-
-# ---------------------------------------------------------------------------------------
-# One (program, size), in a child process.
-
-
-def _change(rng: random.Random, rows: list[Row], present: set[Row], fresh: Callable[[], Row],
-            k: int = CHANGE) -> dict[Row, int]:
-    """``k // 2`` erasures of present rows and the rest insertions of new ones; updates
-    ``rows`` and ``present`` to the data after the change."""
-    delta: dict[Row, int] = {}
-    while len(delta) < k // 2:
-        row = rows[rng.randrange(len(rows))]
-        if row in present and row not in delta:
-            delta[row] = -1
-    while len(delta) < k:
-        row = fresh()
-        if row not in present and row not in delta:
-            delta[row] = 1
-    for row, w in delta.items():
-        if w > 0:
-            present.add(row)
-            rows.append(row)
-        else:
-            present.discard(row)
-    return delta
-
-
-def _write_pipeline(folder: Path, program: str) -> Any:
-    """A one-stratum pipeline in ``folder``: every EDB and IDB predicate bound to a table."""
-    from engine.analysis.analyze import load_program
-    from pipelines.spec import load_pipeline
-
-    prog = load_program(program)
-    folder.mkdir(parents=True)
-    (folder / "program.dl").write_text(program, encoding="utf-8")
-    lines = ["[edb]", *(f'{p} = "bench/edb/{p}"' for p in sorted(prog.edb)),
-             "", "[idb]", *(f'{p} = "bench/idb/{p}"' for p in sorted(prog.idb))]
-    (folder / "pipeline.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    spec = load_pipeline(folder)
-    if len(spec.program.strata) != 1:
-        raise ValueError(f"{folder}: the benchmark expects one stratum")
-    return spec
+def change(data: Data, n: int, rng: random.Random) -> None:
+    """5 erasures of present rows and 5 insertions of new ones in each table, in place."""
+    for pred, rows in data.items():
+        listed = sorted(rows)
+        for row in rng.sample(listed, CHANGE // 2):
+            rows.discard(row)
+        added = 0
+        while added < CHANGE - CHANGE // 2:
+            row = _fresh(pred, rng, n)
+            if row not in rows:
+                rows.add(row)
+                added += 1
 
 
 def _tables(spec: Any, data: Data) -> dict[str, Any]:
@@ -157,254 +100,135 @@ def _tables(spec: Any, data: Data) -> dict[str, Any]:
     return {p: rows_to_arrow(spec.program.schemas[p], rows) for p, rows in data.items()}
 
 
-def _release() -> None:
-    """Let the collector free engines that ``gc.freeze`` moved out of its reach."""
-    gc.unfreeze()
-    gc.collect()
+# The child that runs the Dagster CLI and reports its peak RSS: RUSAGE_CHILDREN holds the
+# largest of the processes it waited for (the CLI and the step processes it starts).
+_MEASURE = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+seconds = time.perf_counter() - start
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"code": proc.returncode, "seconds": seconds, "rss_mb": rss,
+                  "stderr": proc.stderr[-3000:]}))
+"""
 
 
-class _Clock:
-    """Seconds spent in named calls, summed (wrapped around ``pipelines.maintain``)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def wrap(self, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed_call(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
-
-        return timed_call
+def _dagster_run(env: dict[str, str]) -> dict[str, Any]:
+    cmd = [sys.executable, "-c", _MEASURE, str(Path(sys.executable).parent / "dagster"),
+           "job", "execute", "-m", "dagster_project.definitions", "-j", JOB]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if out["code"] != 0:
+        raise RuntimeError(f"{JOB} failed:\n{out['stderr']}")
+    return out
 
 
-@contextlib.contextmanager
-def _instrumented(clock: _Clock) -> Iterator[None]:
-    """Time the state and engine calls a materialization makes, and put them back after."""
-    from engine.runtime import IncrementalEngine
-    from pipelines import run as maintain
+def _engine_numbers(home: Path) -> dict[str, float]:
+    """The last run's state and engine numbers, summed over the strata (one IDB table of
+    each), from the materializations the Dagster instance recorded."""
+    import dagster as dg
 
-    saved = (maintain.load_state, maintain.save_state, IncrementalEngine.__dict__["loads"],
-             IncrementalEngine.dumps, IncrementalEngine.apply)
-    maintain.load_state = clock.wrap("read", maintain.load_state)  # type: ignore[assignment]
-    maintain.save_state = clock.wrap("write", maintain.save_state)  # type: ignore[assignment]
-    IncrementalEngine.loads = classmethod(  # type: ignore[method-assign, assignment]
-        clock.wrap("decode", saved[2].__func__))
-    IncrementalEngine.dumps = clock.wrap("encode", saved[3])  # type: ignore[method-assign]
-    IncrementalEngine.apply = clock.wrap("apply", saved[4])  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        maintain.load_state, maintain.save_state = saved[0], saved[1]
-        IncrementalEngine.loads = saved[2]  # type: ignore[method-assign]
-        IncrementalEngine.dumps, IncrementalEngine.apply = saved[3], saved[4]  # type: ignore[method-assign]
-
-
-def _best(fn: Callable[[], float], budget: float = 1.0, repeat: int = 3) -> float:
-    """The best of up to ``repeat`` timings ``fn`` returns, repeating only short ones."""
-    best = fn()
-    for _ in range(repeat - 1):
-        if best >= budget:
-            break
-        best = min(best, fn())
-    return best
+    os.environ["DAGSTER_HOME"] = str(home)
+    totals = {"state_open_s": 0.0, "state_save_s": 0.0, "state_bytes_written": 0.0,
+              "engine_seconds": 0.0, "seconds": 0.0}
+    with dg.DagsterInstance.get() as instance:
+        keys = {k.path[-1]: k for k in instance.get_asset_keys()}
+        for name in STRATA_KEYS:
+            event = instance.get_latest_materialization_event(keys[name])
+            assert event is not None and event.asset_materialization is not None
+            meta = event.asset_materialization.metadata
+            if str(meta["mode"].value) != "incremental":
+                raise RuntimeError(f"{name}: a {meta['mode'].value} run, not incremental")
+            for k in totals:
+                totals[k] += float(meta[k].value)  # type: ignore[arg-type]
+    return totals
 
 
-def _load_apply_save(path: Path, out: Path, p: Program, n: int, rng: random.Random,
-                     rows: list[Row], present: set[Row]) -> dict[str, float]:
-    """Load the state at ``path`` as a run does (read the file, decode the engine), apply
-    ``APPLIES`` changes of ``CHANGE`` tuples, save it as a run does (encode the engine,
-    write the state file atomically) to ``out``: the seconds of each part."""
-    from engine.runtime import IncrementalEngine
-    from pipelines.state_store import load_state, save_state
+def _duckdb_seconds(data: Data) -> float:
+    """DuckDB recomputing both queries from the data (tables already in memory)."""
+    import duckdb
+    import pyarrow as pa
 
-    parts: dict[str, float] = {}
-    loaded: list[Any] = []
+    from bench.eval_vs_duckdb import TC_SQL
+    from bench.maintain_vs_recompute import TRIANGLE_SQL
 
-    def load() -> float:
-        if loaded:
-            loaded.clear()
-            _release()
-        t0 = time.perf_counter()
-        state = load_state(path)
-        t1 = time.perf_counter()
-        assert state is not None
-        engine = IncrementalEngine.loads(state.engine)
-        t2 = time.perf_counter()
-        loaded.append((state, engine))
-        if t2 - t0 < parts.get("read", 0.0) + parts.get("decode", float("inf")):
-            parts["read"], parts["decode"] = t1 - t0, t2 - t1
-        return t2 - t0
-
-    load_s = _best(load)
-    # Where the decoding time goes: the same load with the cyclic collector off (its
-    # generational passes over the millions of new containers), a diagnostic only.
-    loaded.clear()
-    _release()
-    blob = load_state(path)
-    assert blob is not None
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        IncrementalEngine.loads(blob.engine)
-        parts["decode_nogc"] = time.perf_counter() - t0
-    finally:
-        gc.enable()
-    del blob
-    _release()
-    state = load_state(path)
-    assert state is not None
-    engine = IncrementalEngine.loads(state.engine)
-
-    applies = []
-    for _ in range(APPLIES):
-        delta = _change(rng, rows, present, lambda: p.fresh(rng, n))
-        t0 = time.perf_counter()
-        engine.apply({p.changing: delta})
-        applies.append(time.perf_counter() - t0)
-
-    def save() -> float:
-        t0 = time.perf_counter()
-        state.engine = engine.dumps()
-        t1 = time.perf_counter()
-        size = save_state(out, state)
-        t2 = time.perf_counter()
-        if t2 - t0 < parts.get("encode", 0.0) + parts.get("write", float("inf")):
-            parts["encode"], parts["write"], parts["saved_bytes"] = t1 - t0, t2 - t1, size
-        return t2 - t0
-
-    save_s = _best(save)
-    return {"load_s": load_s, "apply_s": statistics.median(applies), "save_s": save_s,
-            "rss_mb": peak_rss_mb(), **parts}
+    con = duckdb.connect()
+    e = pa.table({"x": [r[0] for r in data["e"]], "y": [r[1] for r in data["e"]]})
+    edge = pa.table({"src": [r[0] for r in data["edge"]], "dst": [r[1] for r in data["edge"]]})
+    con.register("e", e)
+    con.register("edge", edge)
+    start = time.perf_counter()
+    con.execute(f"SELECT count(*) FROM ({TRIANGLE_SQL})").fetchall()
+    con.execute(f"SELECT count(*) FROM ({TC_SQL})").fetchall()
+    return time.perf_counter() - start
 
 
-def measure_one(name: str, n: int, pipeline: bool = True) -> dict[str, Any]:
-    """Everything for one (program, data size), in this process."""
-    from pipelines.run import StratumRun
-    from pipelines.state_store import state_path
+def measure(n: int, say: Any = print) -> dict[str, Any]:
     from pipelines.warehouse import write_edb
 
-    p = PROGRAMS[name]()
-    rng = random.Random(20261123)
-    data = p.make(n, rng)
+    rng = random.Random(20261125)
+    data = make_data(n, rng)
     base = sum(len(v) for v in data.values())
-    rows = list(data[p.changing])
-    present = set(rows)
-    # The pipeline run's change starts from the data the full load saw (the applies below
-    # never reach the tables).
-    run_rows, run_present = list(rows), set(rows)
     with tempfile.TemporaryDirectory(prefix="deltalog-state-io-") as tmp:
-        spec = _write_pipeline(Path(tmp) / "stateio", p.program)
+        spec = write_pipeline(Path(tmp) / "pipelines" / PIPELINE, program())
         root = Path(tmp) / "warehouse"
+        home = Path(tmp) / "dagster_home"
+        home.mkdir()
+        env = {**os.environ, "DAGSTER_HOME": str(home), "DELTALOG_WAREHOUSE": str(root),
+               "DELTALOG_PIPELINES": str(spec.directory.parent)}
+        env.pop("DELTALOG_STATE", None)
         write_edb(root, spec, _tables(spec, data))
-        start = time.perf_counter()
-        [full, *_] = StratumRun(root, spec, 0).materialize()
-        full_s = time.perf_counter() - start
-        assert full.mode == "full", full.mode
-        idb_rows = full.rows
-        _release()
-        path = state_path(root, spec.name, 0)
-        state_bytes = path.stat().st_size
-
-        io = _load_apply_save(path, Path(tmp) / "saved" / path.name, p, n, rng, rows, present)
-        _release()
-
-        run: dict[str, Any] = {}
-        if pipeline:
-            # One real incremental materialization after a 10-tuple change to the table
-            # (this run's own change, on the data the full load saw).
-            _change(rng, run_rows, run_present, lambda: p.fresh(rng, n))
-            changed = {k: (run_present if k == p.changing else v) for k, v in data.items()}
-            write_edb(root, spec, _tables(spec, changed))
-            clock = _Clock()
-            with _instrumented(clock):
-                start = time.perf_counter()
-                [inc, *_] = StratumRun(root, spec, 0).materialize()
-                run_s = time.perf_counter() - start
-            assert inc.mode == "incremental", (inc.mode, inc.notes)
-            run = {"run_s": run_s, **clock.seconds, "in": inc.stats.get("edb_changes", 0),
-                   "out": inc.inserted + inc.deleted}
-    return {
-        "program": p.name, "n": base, "idb_rows": idb_rows, "bytes": state_bytes,
-        "full_s": full_s, **io, "run": run,
-    }
+        full = _dagster_run(env)
+        say(f"  {base:,} base tuples: full load {full['seconds']:.1f} s")
+        runs = []
+        for _ in range(RUNS):
+            change(data, n, rng)
+            write_edb(root, spec, _tables(spec, data))
+            got = _dagster_run(env)
+            got.update(_engine_numbers(home))
+            runs.append(got)
+        state_bytes = sum(f.stat().st_size for f in (root / "_deltalog_state").rglob("*")
+                          if f.is_file())
+        duck = min(_duckdb_seconds(data) for _ in range(2))
+    median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    return {"n": base, "full_s": full["seconds"], "state_mb": state_bytes / 2**20,
+            "duckdb_s": duck, **{k: v for k, v in median.items() if k != "stderr"},
+            "bytes_written_runs": [r["state_bytes_written"] for r in runs]}
 
 
-# ---------------------------------------------------------------------------------------
-# The parent: one child per (program, size), then the tables.
-
-
-def run(sizes: Sequence[int], programs: Sequence[str], out: Callable[[str], None] = print,
-        pipeline: bool = True) -> list[dict[str, Any]]:
-    results = []
-    for name in programs:
-        for n in sizes:
-            cmd = [sys.executable, "-m", "bench.state_io", "--one", name, str(n)]
-            if not pipeline:
-                cmd.append("--no-pipeline")
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{name} n={n} failed:\n{proc.stderr[-3000:]}")
-            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+def run(sizes: Sequence[int], say: Any = print) -> list[dict[str, Any]]:
+    results = [measure(n, say) for n in sizes]
+    first = results[0]
     rows = []
     for r in results:
-        io = r["load_s"] + r["save_s"]
         rows.append([
-            r["program"], r["n"], r["idb_rows"], f"{r['bytes'] / 2**20:.2f}",
-            round(r["bytes"] / r["n"]), r["save_s"], r["encode"], r["load_s"], r["decode"],
-            r["decode_nogc"],
-            r["apply_s"] * 1000, f"{io / r['apply_s']:,.0f}x", r["full_s"],
-            round(r["rss_mb"]),
+            r["n"], f"{r['state_mb']:.1f}", r["full_s"], r["seconds"],
+            f"{r['seconds'] / first['seconds']:.2f}x", round(r["rss_mb"]),
+            round(r["rss_mb"] - first["rss_mb"]), r["state_open_s"], r["engine_seconds"],
+            r["state_save_s"], f"{r['state_bytes_written'] / 1024:,.0f}",
+            r["duckdb_s"], f"{r['seconds'] / r['duckdb_s']:.2f}x",
         ])
-    out(format_table(
-        ["program", "base tuples", "IDB rows", "state MiB", "B/tuple", "save s", "encode s",
-         "load s", "decode s", "decode gc off s", "apply 10 ms", "(load+save)/apply",
-         "full load s", "peak RSS MiB"],
+    say(format_table(
+        ["base tuples", "state MiB", "full load s", "run s", "vs smallest", "peak RSS MiB",
+         "RSS vs smallest", "state open s", "engine s", "state save s", "state KiB written",
+         "DuckDB recompute s", "run / DuckDB"],
         rows,
     ))
-    runs = [r for r in results if r["run"]]
-    if runs:
-        out("")
-        out("One incremental materialization after a 10-tuple change to the EDB table:")
-        rows = []
-        for r in runs:
-            m = r["run"]
-            load = m.get("read", 0.0) + m.get("decode", 0.0)
-            save = m.get("encode", 0.0) + m.get("write", 0.0)
-            other = m["run_s"] - load - save - m.get("apply", 0.0)
-            rows.append([
-                r["program"], r["n"], f"{m['in']}/{m['out']}", m["run_s"], load,
-                m.get("apply", 0.0) * 1000, save, other, f"{(load + save) / m['run_s'] * 100:.0f}%",
-            ])
-        out(format_table(
-            ["program", "base tuples", "change in/out", "run s", "state load s", "apply ms",
-             "state save s", "Delta + rest s", "state share"],
-            rows,
-        ))
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="10^4 tuples per table only")
     ap.add_argument("--max-size", type=int, default=DEFAULT_MAX,
-                    help=f"largest number of base tuples (default {DEFAULT_MAX:,})")
-    ap.add_argument("--full", action="store_true", help="up to 10^6 base tuples")
-    ap.add_argument("--program", action="append", choices=sorted(PROGRAMS))
-    ap.add_argument("--no-pipeline", action="store_true",
-                    help="skip the incremental materialization")
-    ap.add_argument("--one", nargs=2, metavar=("PROGRAM", "N"), help=argparse.SUPPRESS)
+                    help=f"largest number of tuples per table (default {DEFAULT_MAX:,})")
+    ap.add_argument("--full", action="store_true", help="up to 10^6 tuples per table")
     args = ap.parse_args(argv)
-    if args.one:
-        print(json.dumps(measure_one(args.one[0], int(args.one[1]), not args.no_pipeline)))
-        return 0
     top = 10_000 if args.quick else (max(SIZES) if args.full else args.max_size)
     sizes = [s for s in SIZES if s <= top]
-    print("Engine state between runs: save (encode + atomic write) and load (read + decode)"
-          f" against the data size; apply: one {CHANGE}-tuple change (median of {APPLIES})")
-    run(sizes, args.program or DEFAULT_PROGRAMS, pipeline=not args.no_pipeline)
+    print(f"A run through the Dagster CLI after a {CHANGE}-row change to each of two tables "
+          f"(triangles: sensitivity indices; closure: columnar DBSP); median of {RUNS} runs")
+    run(sizes)
     return 0
 
 

@@ -21,6 +21,7 @@ from engine.errors import (
 from engine.evaluate import Evaluator
 from engine.heads import check_functional, functional_conflict
 from engine.join.trie import JoinStats
+from engine.segments import SegmentSink, SegmentSource
 from engine.semantics import coerce_row
 from engine.storage import (
     Delta,
@@ -238,24 +239,31 @@ class IncrementalEngine:
         return self._one(name, row) in self.store[name]
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 4  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
-    # 4: comparisons and assignments on the columnar kernel
+    STATE_FORMAT = 5  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs, arrays)
 
-    def dumps(self) -> bytes:
-        """The whole engine state (relations, support counts, sensitivity indices,
-        aggregate and DBSP state) as bytes, for a store outside the engine to keep.
-        O(state): a full snapshot, not a delta."""
+    def dumps(self, sink: SegmentSink | None = None) -> bytes:
+        """The engine state (relations, support counts, sensitivity indices, aggregate and
+        DBSP state) as bytes, for a store outside the engine to keep. With a ``sink`` (a
+        segment store), large relations and arrays go to segments of their own, and of
+        those opened from the store only what changed since is written: the bytes
+        returned are the root that names them. Without, a whole snapshot (an in-memory
+        copy)."""
         if self._broken is not None:
             raise NotSupportedError(
                 f"refusing to save an engine that stopped at an error ({self._broken})",
                 None,
                 NOT_SUPPORTED,
             )
-        return state_codec.dumps((self.STATE_FORMAT, self))
+        return state_codec.dumps((self.STATE_FORMAT, self), sink)
 
     @classmethod
-    def loads(cls, blob: bytes) -> "IncrementalEngine":
-        """An engine saved by ``dumps``, read by ``engine.state_codec``, which reads data
+    def loads(
+        cls, blob: bytes | memoryview, source: SegmentSource | None = None
+    ) -> "IncrementalEngine":
+        """An engine saved by ``dumps`` (with its segments read from ``source`` when it was
+        saved to a segment store: mapped, read a page at a time as the engine touches
+        them), read by ``engine.state_codec``, which reads data
         only: it builds engine classes from their saved state and never calls a name the
         bytes give (a state naming anything else raises ``state_codec.UnsafeState``). The
         cyclic
@@ -265,7 +273,7 @@ class IncrementalEngine:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            fmt, engine = state_codec.loads(blob)
+            fmt, engine = state_codec.loads(blob, source)
         finally:
             if enabled:
                 gc.enable()

@@ -12,7 +12,13 @@ aggregate groups, DBSP births and depths). It is written as MessagePack: scalars
 - functions kept as values (the order of a scan tree): only ``min``, ``max`` and functions
   an engine module defines, referenced, never called while reading;
 - mutable containers and objects by identity: a second reference is written as a
-  reference, so shared and cyclic structures come back shared, as they were.
+  reference, so shared and cyclic structures come back shared, as they were;
+- with a segment store (``dumps(value, sink)``, ``loads(blob, source)``): large sorted
+  containers marked ``engine.segments.Paged`` as sorted runs, large numpy arrays as array
+  segments, and engine objects whose class defines ``__persist__(self, sink) -> ref``
+  (plain data, or None to be written inline) and ``__restore__(cls, source, ref)`` as
+  that reference; the root written here names them. Circular references into such an
+  object are not supported (it is made whole by ``__restore__``).
 
 Bulk containers (a relation's rows, an index, support counts) whose items are plain rows
 take one MessagePack call each, in C; the rest is walked here. Nothing in a file can name
@@ -31,10 +37,25 @@ import msgpack
 import numpy as np
 from sortedcontainers import SortedDict, SortedKeyList, SortedList, SortedSet
 
+from engine.segments import (
+    CONST_EXT,
+    CONST_EXTS,
+    CONSTS,
+    Paged,
+    PagedRows,
+    SegmentSink,
+    SegmentSource,
+    plain_default,
+)
+
 _REF, _OBJ, _LIST, _DICT, _SET, _FROZENSET, _TUPLE, _BIGINT = 1, 2, 3, 4, 5, 6, 7, 8
 _SORTEDLIST, _SORTEDKEYLIST, _SORTEDDICT, _SORTEDSET, _DEFAULTDICT = 9, 10, 11, 12, 13
-_NDARRAY, _DTYPE, _NPSCALAR, _RANDOM, _FRACTION, _FUNC, _CONST = 14, 15, 16, 17, 18, 19, 20
-_SEGMENT = 21
+_NDARRAY, _DTYPE, _NPSCALAR, _RANDOM, _FRACTION, _FUNC, _CONST = 14, 15, 16, 17, 18, 19, CONST_EXT
+_SEGMENT, _PAGED, _ARRAYREF, _SEGOBJ = 21, 22, 23, 24
+# With a segment store (``dumps(value, sink)``): a numpy array of this many bytes or more is
+# a segment of its own, mapped when the state is opened, only its changed pages written
+# on the next save.
+ARRAY_MIN = 1 << 16
 # An extension whose bytes pass this size is written out of line, as a segment of its own:
 # so a big container deep in the graph is copied once on each side, not once per level
 # of the extensions around it.
@@ -54,13 +75,7 @@ class UnsafeState(ValueError):
     """The bytes are not an engine state this code wrote (an unknown type or class)."""
 
 
-def _sentinel(obj: Any) -> Any:
-    """The ``default`` of a plain pack: the seek sentinels (in rows of sensitivity
-    intervals) are plain values; anything else is not plain."""
-    ext = _CONST_EXTS.get(id(obj))
-    if ext is None:
-        raise TypeError
-    return ext
+_sentinel = plain_default
 
 
 def _plain(items: Any) -> bytes | None:
@@ -94,7 +109,8 @@ def _engine_function(module: str, name: str) -> Callable[..., Any]:
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, sink: SegmentSink | None = None) -> None:
+        self.sink = sink
         self.segments: list[bytes] = []
         self.ids: dict[int, int] = {}
         self.keep: list[Any] = []  # keeps every memoized object alive while ids are in use
@@ -152,6 +168,15 @@ class _Writer:
         const = _CONST_EXTS.get(id(x))
         if const is not None:
             return const
+        if t is Paged:
+            if self.sink is None or id(x.rows) in self.ids:
+                return self._enc(x.rows)
+            try:
+                paged = x.persist(self.sink)
+            except (OverflowError, TypeError, ValueError):  # not plain: an int past 64 bits
+                return self._enc(x.rows)
+            self._memo(x.rows)
+            return msgpack.ExtType(_PAGED, self.pack(paged))
         if t.__name__ in ("function", "builtin_function_or_method"):
             _engine_function(x.__module__, x.__name__)  # refuse now what a read would refuse
             return msgpack.ExtType(_FUNC, self.pack([x.__module__, x.__name__]))
@@ -165,6 +190,10 @@ class _Writer:
         if t is set:
             return msgpack.ExtType(_SET, self.items(x))
         if t is SortedList:
+            return msgpack.ExtType(_SORTEDLIST, self.items(x))
+        if t is PagedRows:
+            if self.sink is not None:
+                return msgpack.ExtType(_PAGED, self.pack(x.persist(self.sink)))
             return msgpack.ExtType(_SORTEDLIST, self.items(x))
         if t is SortedKeyList:
             return msgpack.ExtType(_SORTEDKEYLIST, self.pack([self.enc(x.key),
@@ -180,6 +209,9 @@ class _Writer:
                 raise UnsafeState(f"cannot save a defaultdict of {factory!r}")
             return msgpack.ExtType(_DEFAULTDICT, self.pack([name, self._dict(x)]))
         if t is np.ndarray:
+            if self.sink is not None and x.nbytes >= ARRAY_MIN:
+                self._dtype(x.dtype)  # refuse now what a read would refuse
+                return msgpack.ExtType(_ARRAYREF, self.pack(self.sink.array(x)))
             arr = np.ascontiguousarray(x)
             return msgpack.ExtType(
                 _NDARRAY, self.pack([self._dtype(arr.dtype), list(arr.shape), arr.tobytes()])
@@ -190,6 +222,12 @@ class _Writer:
         if not (module == "engine" or module.startswith("engine.")):
             raise UnsafeState(f"cannot save a {module}.{t.__qualname__} in an engine state")
         _engine_class(module, t.__qualname__)  # refuse now what a read would refuse
+        persist = getattr(t, "__persist__", None)
+        if self.sink is not None and persist is not None:
+            # an engine class that keeps itself in segments: its reference (plain data)
+            ref = persist(x, self.sink)
+            if ref is not None:
+                return msgpack.ExtType(_SEGOBJ, self.pack([module, t.__qualname__, ref]))
         state = self.pack(self.enc(x.__getstate__()))
         return msgpack.ExtType(_OBJ, self.pack([module, t.__qualname__, state]))
 
@@ -205,7 +243,8 @@ class _Writer:
 
 
 class _Reader:
-    def __init__(self, segments: list[bytes | None]) -> None:
+    def __init__(self, segments: list[bytes | None], source: SegmentSource | None = None):
+        self.source = source
         self.segments = segments
         self.table: list[Any] = []
 
@@ -300,6 +339,29 @@ class _Reader:
             arr = np.frombuffer(raw, _dtype(dt)).reshape(shape).copy()
             self.table[slot] = arr
             return arr
+        if code == _SEGOBJ:
+            if self.source is None:
+                raise UnsafeState("this state keeps segments apart: open it from its store")
+            slot = len(self.table)
+            self._register(None)
+            module, qualname, ref = self.unpack(data)
+            cls = _engine_class(module, qualname)
+            restore = getattr(cls, "__restore__", None)
+            if restore is None:
+                raise UnsafeState(f"{module}.{qualname} is not kept in segments")
+            obj = restore(self.source, ref)
+            self.table[slot] = obj
+            return obj
+        if code in (_PAGED, _ARRAYREF):
+            if self.source is None:
+                raise UnsafeState("this state keeps segments apart: open it from its store")
+            slot = len(self.table)
+            self._register(None)
+            ref = self.unpack(data)
+            got: Any = (PagedRows.open(self.source, ref) if code == _PAGED
+                        else self.source.open_array(ref))
+            self.table[slot] = got
+            return got
         if code == _RANDOM:
             r = self._register(random.Random())
             r.setstate(_lists_to_tuples(self.unpack(data)))
@@ -346,29 +408,26 @@ def _set_state(obj: Any, state: Any) -> None:
             object.__setattr__(obj, name, value)
 
 
-def _consts() -> dict[str, Any]:
-    from engine.storage import BOTTOM, TOP  # the sentinels of seeks and intervals
-
-    return {"BOTTOM": BOTTOM, "TOP": TOP}
+_CONSTS = CONSTS
+_CONST_EXTS = CONST_EXTS
 
 
-_CONSTS = _consts()
-_CONST_EXTS = {id(v): msgpack.ExtType(_CONST, k.encode()) for k, v in _CONSTS.items()}
-
-
-def dumps(value: Any) -> bytes:
+def dumps(value: Any, sink: SegmentSink | None = None) -> bytes:
     """``value`` (an engine state) as bytes; raises ``UnsafeState`` for anything an engine
-    state is not made of."""
-    writer = _Writer()
+    state is not made of. With a ``sink``, large sorted containers (``Paged``) and large
+    arrays go to segments of their own through it (only what changed since they were
+    opened), and the bytes returned name them."""
+    writer = _Writer(sink)
     tree = writer.pack(writer.enc(value))
     return msgpack.packb([tree, *writer.segments], use_bin_type=True)
 
 
-def loads(blob: bytes) -> Any:
-    """The state ``dumps`` wrote. Never runs code named by the bytes: raises
-    ``UnsafeState`` (or a MessagePack or value error) for anything else."""
+def loads(blob: bytes | memoryview, source: SegmentSource | None = None) -> Any:
+    """The state ``dumps`` wrote (reading the segments it names from ``source``). Never
+    runs code named by the bytes: raises ``UnsafeState`` (or a MessagePack or value
+    error) for anything else."""
     parts = msgpack.unpackb(blob, raw=False)
     if not isinstance(parts, list) or not parts or not all(type(p) is bytes for p in parts):
         raise UnsafeState("not an engine state: a list of byte strings expected")
     tree, *segments = parts
-    return _Reader(list(segments)).unpack(tree)
+    return _Reader(list(segments), source).unpack(tree)

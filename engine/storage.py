@@ -5,18 +5,22 @@ A commit applies a delta in O(changes × log n) per index; the previous version 
 copied: ``previous()`` presents current − inserted + erased, merged on the fly. Every
 version answers ``ceil(t)`` (the least row ≥ t), which is all a trie iterator needs.
 
-The engine keeps its state in these in-memory structures (``SortedRows`` is the protocol
-a trie iterator reads through); between runs the whole engine is saved as one file by
-``pipelines/state_store.py``, not yet read on demand through this protocol.
+``SortedRows`` is the protocol a trie iterator reads through. A relation's rows and indexes
+are in memory (a set and ``SortedList`` objects) after a full load; saved, the large ones become
+sorted runs on disk, and an engine opened from a saved state reads them a page at a time
+(``engine.segments.PagedRows``: the run plus the changes since), so a commit touches the
+pages its rows fall in and the next save writes the changed rows only.
 """
 
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from sortedcontainers import SortedList
 
+from engine.segments import PAGED_MIN, Paged, PagedRows
+from engine.sentinels import BOTTOM
 from engine.values import Row
 
 # A delta: rows with weights, +1 inserted and -1 erased (a Z-set over a set relation).
@@ -35,56 +39,6 @@ def add_into(target: dict[Any, int], key: Any, weight: int) -> None:
         del target[key]
 
 
-class _Bottom:
-    """Less than every value (−∞ in sensitivity intervals and seeks)."""
-
-    __slots__ = ()
-
-    def __lt__(self, other: Any) -> bool:
-        return other is not self
-
-    def __le__(self, other: Any) -> bool:
-        return True
-
-    def __gt__(self, other: Any) -> bool:
-        return False
-
-    def __ge__(self, other: Any) -> bool:
-        return other is self
-
-    def __repr__(self) -> str:
-        return "-inf"
-
-    def __reduce__(self) -> str:
-        return "BOTTOM"  # copies as the module's singleton: identity checks keep working
-
-
-class _Top:
-    """Greater than every value (+∞)."""
-
-    __slots__ = ()
-
-    def __lt__(self, other: Any) -> bool:
-        return False
-
-    def __le__(self, other: Any) -> bool:
-        return other is self
-
-    def __gt__(self, other: Any) -> bool:
-        return other is not self
-
-    def __ge__(self, other: Any) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return "+inf"
-
-    def __reduce__(self) -> str:
-        return "TOP"
-
-
-BOTTOM: Any = _Bottom()
-TOP: Any = _Top()
 
 
 class SortedRows(Protocol):
@@ -139,14 +93,25 @@ def sorted_ceil(rows: SortedList, key: tuple[Any, ...]) -> Row | None:
     return sub[bisect_left(sub, key)]  # type: ignore[no-any-return]
 
 
+# The rows of an index: in memory, or a sorted run on disk with the changes since.
+Index: TypeAlias = SortedList | PagedRows
+
+
+def ceil_of(rows: Index) -> Any:
+    """The ``ceil`` function of an index."""
+    if type(rows) is PagedRows:
+        return rows.ceil
+    return partial(sorted_ceil, rows)
+
+
 class CurrentRows:
-    """The current version of an index: a view of its ``SortedList``."""
+    """The current version of an index: a view of its ``SortedList`` (or ``PagedRows``)."""
 
     __slots__ = ("_rows", "ceil")
 
-    def __init__(self, rows: SortedList):
+    def __init__(self, rows: Index):
         self._rows = rows
-        self.ceil = partial(sorted_ceil, rows)
+        self.ceil = ceil_of(rows)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -165,19 +130,20 @@ class PreviousRows:
     |inserted| skips in all) and merges in the rows it erased.
     """
 
-    __slots__ = ("_erased", "_inserted", "_rows")
+    __slots__ = ("_ceil", "_erased", "_inserted", "_rows")
 
-    def __init__(self, rows: SortedList, inserted: set[Row], erased: SortedList):
+    def __init__(self, rows: Index, inserted: set[Row], erased: SortedList):
         self._rows = rows
+        self._ceil = ceil_of(rows)
         self._inserted = inserted
         self._erased = erased
 
     def ceil(self, key: tuple[Any, ...]) -> Row | None:
-        rows = self._rows
-        cur = sorted_ceil(rows, key)
+        ceil = self._ceil
+        cur = ceil(key)
         inserted = self._inserted
         while cur is not None and cur in inserted:
-            cur = sorted_ceil(rows, (*cur, BOTTOM))  # the next row after cur
+            cur = ceil((*cur, BOTTOM))  # the next row after cur
         erased = self._erased
         old = sorted_ceil(erased, key) if erased else None
         if cur is None:
@@ -212,22 +178,47 @@ class VersionedRelation:
     def __init__(self, name: str, arity: int, rows: Iterable[Row] = ()):
         self.name = name
         self.arity = arity
-        self._rows: set[Row] = set(rows)
+        self._rows: set[Row] | PagedRows = set(rows)
         # sorted indexes are built when first asked for (a relation nobody reads in order,
         # such as a closure only the columnar kernel joins, keeps none), then maintained
-        self._indexes: dict[tuple[int, ...], SortedList] = {}
+        self._indexes: dict[tuple[int, ...], Index] = {}
         self._inserted: set[Row] = set()
         self._erased: set[Row] = set()
         self._prev_views: dict[tuple[int, ...], tuple[set[Row], SortedList]] = {}
 
     # -- versions -------------------------------------------------------------------
-    def index(self, perm: tuple[int, ...]) -> SortedList:
+    def __getstate__(self) -> dict[str, Any]:
+        """What a saved state keeps: the rows and indexes, the large ones as sorted runs
+        (``Paged``: on disk when the state is saved to a segment store), and no previous
+        version (a state is saved settled)."""
+        state = dict(self.__dict__)
+        state["_inserted"], state["_erased"], state["_prev_views"] = set(), set(), {}
+
+        def paged(rows: Any) -> Any:
+            return Paged(rows) if type(rows) is PagedRows or len(rows) >= PAGED_MIN else rows
+
+        state["_rows"] = paged(self._rows)
+        state["_indexes"] = {perm: paged(sl) for perm, sl in self._indexes.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if type(self._rows) is not PagedRows and type(self._rows) is not set:
+            self._rows = set(self._rows)  # read back in memory: a sorted copy of the set
+
+    def index(self, perm: tuple[int, ...]) -> Index:
         """The current version sorted by the columns ``perm`` (built once, then kept)."""
         sl = self._indexes.get(perm)
         if sl is None:
             sl = SortedList(permute(r, perm) for r in self._rows)
             self._indexes[perm] = sl
         return sl
+
+    def kept_index(self, perm: tuple[int, ...]) -> SortedList | None:
+        """The index in ``perm`` order when this relation keeps it in memory (a sorted
+        sequence, read-only to the caller); None when it keeps none or keeps it on disk."""
+        got = self._indexes.get(perm)
+        return got if type(got) is SortedList else None
 
     def current(self, perm: tuple[int, ...] | None = None) -> CurrentRows:
         return CurrentRows(self.index(perm or tuple(range(self.arity))))
@@ -249,7 +240,7 @@ class VersionedRelation:
         return out
 
     @property
-    def rows(self) -> set[Row]:
+    def rows(self) -> set[Row] | PagedRows:
         """The current version as a set (do not mutate)."""
         return self._rows
 
@@ -265,8 +256,8 @@ class VersionedRelation:
         one changes nothing) and return the effective change, which becomes ``delta()``."""
         inserted = {r for r, w in delta.items() if w > 0 and r not in self._rows}
         erased = {r for r, w in delta.items() if w < 0 and r in self._rows}
-        self._rows |= inserted
-        self._rows -= erased
+        self._rows.update(inserted)
+        self._rows.difference_update(erased)
         for perm, sl in self._indexes.items():
             for r in erased:
                 sl.remove(permute(r, perm))

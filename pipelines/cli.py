@@ -117,19 +117,30 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _cmd_what_if(args: argparse.Namespace) -> int:
     spec, root = _pipeline(args)
-    state = args.state or os.environ.get("DELTALOG_STATE") or None
-    change = lineage.what_if(root, spec, args.delete, args.insert, state)
+    change = lineage.what_if(root, spec, args.delete, args.insert, _state_root(args))
     lines = lineage.format_change(spec.program, change)
     sys.stdout.write("\n".join(lines) + "\n" if lines else "no IDB row would change\n")
     return 0
 
 
+def _state_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state", metavar="DIR",
+        help="saved engine states (default: $DELTALOG_STATE, else in the warehouse)")
+
+
+def _state_root(args: argparse.Namespace) -> str | None:
+    return args.state or os.environ.get("DELTALOG_STATE") or None
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     spec, root = _pipeline(args)
     if args.history:
-        sys.stdout.write("".join(f"{line}\n" for line in lineage.history(root, spec, args.pred)))
+        lines = lineage.history(root, spec, args.pred, _state_root(args))
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
         return 0
-    rows, note = lineage.show(root, spec, args.pred, args.as_of_edb, args.recompute)
+    rows, note = lineage.show(root, spec, args.pred, args.as_of_edb, args.recompute,
+                              _state_root(args))
     _print_relation(spec.program, args.pred, rows)
     print(f"deltalog: note: {note}", file=sys.stderr)
     return 0
@@ -137,7 +148,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     spec, root = _pipeline(args)
-    lines = lineage.diff(root, spec, args.pred, args.start, args.end, args.limit)
+    lines = lineage.diff(root, spec, args.pred, args.start, args.end, args.limit,
+                         _state_root(args))
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -192,8 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pipeline_args(wi)
     wi.add_argument("--delete", action="append", default=[], metavar="FACT")
     wi.add_argument("--insert", action="append", default=[], metavar="FACT")
-    wi.add_argument("--state", metavar="DIR",
-                    help="saved engine states (default: $DELTALOG_STATE, else in the warehouse)")
+    _state_arg(wi)
     wi.set_defaults(func=_cmd_what_if)
     sh = sub.add_parser("show", help="print an IDB table, now or as it was when the EDB "
                         "tables were at given versions")
@@ -208,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "EDB tables read at them (every table the predicate reads must be named)")
     sh.add_argument("--history", action="store_true",
                     help="list the table versions, the runs and the EDB versions they consumed")
+    _state_arg(sh)
     sh.set_defaults(func=_cmd_show)
     df = sub.add_parser("diff", help="rows an IDB table gained and lost between two of its "
                         "versions, with the EDB changes that caused them")
@@ -217,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("end", type=int, metavar="TO", help="a later version of the IDB table")
     df.add_argument("--limit", type=int, default=50, metavar="N",
                     help="list at most N rows of each part (default 50)")
+    _state_arg(df)
     df.set_defaults(func=_cmd_diff)
     it = sub.add_parser("init", help="scaffold a project of your own: pyproject.toml with "
                         "[tool.deltalog], an example pipeline, Dagster definitions")

@@ -186,7 +186,8 @@ def _current_engine(
     state = load_state(state_path(root, spec.name, index, state_root))
     if state is not None:
         try:
-            engine = IncrementalEngine.loads(state.engine)
+            source = state.open()
+            engine = IncrementalEngine.loads(source.read(state.root), source)
         except Exception:  # an unreadable state: the tables are the truth
             state = None
     if state is None:
@@ -251,9 +252,11 @@ class TableRun:
     mode: str
 
 
-def _runs_of(root: str | Path, spec: PipelineSpec, pred: str) -> list[TableRun]:
-    """Every run of ``pred``'s stratum that one of the stratum's tables recorded, oldest
-    first (a run recorded nowhere made no change to any of them)."""
+def _runs_of(
+    root: str | Path, spec: PipelineSpec, pred: str, state_root: str | Path | None = None
+) -> list[TableRun]:
+    """Every run of ``pred``'s stratum that one of the stratum's tables recorded, or that
+    the stratum's saved state remembers (its last runs, committed or not), oldest first."""
     idb_table(root, spec, pred)
     index = spec.stratum_of(pred)
     recorded: dict[int, dict[str, Any]] = {}
@@ -281,6 +284,14 @@ def _runs_of(root: str | Path, spec: PipelineSpec, pred: str) -> list[TableRun]:
             versions_of(info.get(INPUT_VERSIONS, "{}")),
             "rebuild" if info.get(MODE) == "rebuild" else "",
         ))
+    state = load_state(state_path(root, spec.name, index, state_root))
+    if state is not None:  # runs that committed to none of the stratum's tables
+        for seq, edbs, inputs, versions in state.history:
+            if seq not in recorded and int(versions.get(pred, -1)) >= 0:
+                out.append(TableRun(int(seq), int(versions[pred]), False,
+                                    {str(k): int(v) for k, v in edbs.items()},
+                                    {str(k): int(v) for k, v in inputs.items()}, ""))
+        out.sort(key=lambda r: r.seq)
     return out
 
 
@@ -350,6 +361,7 @@ def show(
     pred: str,
     as_of_edb: str | None = None,
     recompute: bool = False,
+    state_root: str | Path | None = None,
 ) -> tuple[frozenset[Row], str]:
     """The rows of IDB ``pred``'s table, and a note saying where they come from: its
     current version; with ``as_of_edb`` (``parse_versions``), the table version holding
@@ -358,7 +370,7 @@ def show(
     ``recompute`` the program evaluated on the EDB tables read at those versions."""
     uri = idb_table(root, spec, pred)
     names = _columns(spec, pred)
-    runs = _runs_of(root, spec, pred)
+    runs = _runs_of(root, spec, pred, state_root)
     if as_of_edb is None:
         version = delta_io.table_version(uri)
         run = _run_at(runs, version)
@@ -431,12 +443,14 @@ def _recompute(
     return evaluate(spec.program, inputs, preds=[pred])[pred]
 
 
-def history(root: str | Path, spec: PipelineSpec, pred: str) -> list[str]:
+def history(
+    root: str | Path, spec: PipelineSpec, pred: str, state_root: str | Path | None = None
+) -> list[str]:
     """One line per run recorded in ``pred``'s stratum: the table version holding its
     result, the run, and the EDB versions it consumed."""
     idb_table(root, spec, pred)
     lines = []
-    for run in _runs_of(root, spec, pred):
+    for run in _runs_of(root, spec, pred, state_root):
         how = "committed" if run.committed else "no change to this table"
         mode = f", {run.mode}" if run.mode else ""
         lines.append(
@@ -449,6 +463,7 @@ def history(root: str | Path, spec: PipelineSpec, pred: str) -> list[str]:
 def _relations_at(
     root: str | Path, spec: PipelineSpec, pred: str, version: int,
     memo: dict[tuple[str, int], dict[str, set[Row]]] | None = None,
+    state_root: str | Path | None = None,
 ) -> dict[str, set[Row]]:
     """Every relation ``pred``'s rows at ``version`` were computed from: its stratum's
     tables at the run that wrote that version, and that run's inputs at the versions it
@@ -457,7 +472,7 @@ def _relations_at(
     key = (pred, version)
     if key in memo:
         return memo[key]
-    runs = _runs_of(root, spec, pred)
+    runs = _runs_of(root, spec, pred, state_root)
     run = _run_at(runs, version)
     out: dict[str, set[Row]] = {}
     if run is None:
@@ -467,21 +482,22 @@ def _relations_at(
         if p == pred:
             out[p] = _rows(spec.table_uri(root, p), version, _columns(spec, p))
         else:
-            mine = [r for r in _runs_of(root, spec, p) if r.seq <= run.seq]
+            mine = [r for r in _runs_of(root, spec, p, state_root) if r.seq <= run.seq]
             if mine:
                 out[p] = _rows(spec.table_uri(root, p), mine[-1].version, _columns(spec, p))
     for p, v in run.input_versions.items():
         if p in spec.edb_tables:
             out[p] = _rows(spec.table_uri(root, p), v, _columns(spec, p))
         elif p in spec.idb_tables:
-            out.update({q: rows for q, rows in _relations_at(root, spec, p, v, memo).items()
-                        if q not in out})
+            upstream = _relations_at(root, spec, p, v, memo, state_root)
+            out.update({q: rows for q, rows in upstream.items() if q not in out})
     memo[key] = out
     return out
 
 
 def diff(
-    root: str | Path, spec: PipelineSpec, pred: str, start: int, end: int, limit: int = 50
+    root: str | Path, spec: PipelineSpec, pred: str, start: int, end: int, limit: int = 50,
+    state_root: str | Path | None = None,
 ) -> list[str]:
     """The rows IDB ``pred``'s table gained (+) and lost (-) from table version ``start``
     to ``end`` (its change data feed, net per row), the EDB changes between the versions
@@ -497,7 +513,7 @@ def diff(
         )
     names = _columns(spec, pred)
     change = delta_io.changes(uri, start, end, names)
-    runs = _runs_of(root, spec, pred)
+    runs = _runs_of(root, spec, pred, state_root)
     before, after = _run_at(runs, start), _run_at(runs, end)
     functional = frozenset(n for n, s in spec.program.schemas.items() if s.functional)
     lines = [f"{pred}: table version {start} -> {end}"]
@@ -537,7 +553,7 @@ def diff(
         if edb_change:
             if version not in explainers:
                 explainers[version] = Explainer(
-                    spec.program, _relations_at(root, spec, pred, version)
+                    spec.program, _relations_at(root, spec, pred, version, None, state_root)
                 )
             text += "   " + _uses(explainers[version], pred, row, edb_change, sign, functional)
         lines.append(text)
@@ -604,16 +620,17 @@ class _StoreIndexes(Database):
 
     def __init__(self, engine: IncrementalEngine, budget: int):
         names = list(engine.prog.schemas)
-        super().__init__({n: engine.store[n].rows for n in names})
+        super().__init__({n: engine.store[n].rows for n in names})  # type: ignore[misc]
         self._engine, self.budget = engine, budget
         self._names = {id(engine.store[n].rows): n for n in names}
 
     def index(self, rows: set[Row], perm: tuple[int, ...]) -> list[Row]:
         name = self._names.get(id(rows))
         if name is not None:
-            # the store's maintained indexes (a SortedList is a sorted sequence, as the
-            # joins need); read, never built here
-            kept = getattr(self._engine.store[name], "_indexes", {}).get(perm)
+            # the store's maintained indexes kept in memory (a SortedList is a sorted
+            # sequence, as the joins need); read, never built here. One kept on disk
+            # (an engine opened from a saved state) would have to be read whole.
+            kept = self._engine.store[name].kept_index(perm)
             if kept is not None:
                 return kept  # type: ignore[no-any-return]
         if (id(rows), perm) not in self._indexes:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.runtime import IncrementalEngine, diff
+from engine.segments import CorruptSegment
 from engine.storage import Delta
 from engine.values import Row
 from pipelines import delta_io
@@ -42,10 +43,14 @@ from pipelines.inputs import InputReader
 from pipelines.lineage import run_sample
 from pipelines.spec import PipelineSpec
 from pipelines.state_store import (
+    Reader,
+    StoreError,
     StratumState,
     drop_state,
     load_state,
+    older_format,
     save_state,
+    state_exists,
     state_path,
     stratum_lock,
 )
@@ -121,7 +126,10 @@ class StratumRun:
         self.reader = InputReader(root, spec, index)
         self.writer = CommitWriter(root, spec, index, self.notes)
         self.start = time.perf_counter()
-        self.state_bytes = 0
+        self.state_bytes = 0  # bytes the last save wrote (segments and manifest)
+        self.state_segments = 0  # live segments of the saved state
+        self.opened: Reader | None = None  # the store the engine was opened from
+        self.history: list[list[Any]] = []  # the saved state's record of earlier runs
         self.state_open_s = 0.0  # reading the saved state and loading the engine from it
         self.state_save_s = 0.0  # the engine's bytes and the state file written
         self.rebuilt_because = ""  # why an existing state was replaced by a full load
@@ -156,6 +164,7 @@ class StratumRun:
                 return self._spark_rebuild(spark)
             inputs, edbs = self.reader.snapshot()
             state = load_state(self.path)
+            self.history = state.history if state is not None else []
             if drop_state(self.path):
                 self._rebuilt("rebuild requested: saved state dropped")
             return self._full_load(inputs, edbs, state.seq if state is not None else 0)
@@ -171,12 +180,18 @@ class StratumRun:
         opened = time.perf_counter()
         state = load_state(self.path)
         self.state_open_s = time.perf_counter() - opened
+        self.history = state.history if state is not None else []
         floor = state.seq if state is not None else 0
         if state is None:
-            if self.path.exists():
+            if older_format(self.path) is not None:
                 self._rebuilt(
-                    "saved state unreadable (another format, or corrupted: its checksum "
-                    "does not match): rebuilt from the tables"
+                    "saved state in the whole-file format of an earlier deltalog: rebuilt "
+                    "from the tables into the segment store (the old file removed)"
+                )
+            elif state_exists(self.path):
+                self._rebuilt(
+                    "saved state unreadable (another format, or corrupted: its manifest's "
+                    "checksum or a segment's size does not match): rebuilt from the tables"
                 )
             else:
                 txns = self.writer.txns()
@@ -208,12 +223,18 @@ class StratumRun:
         except _Unreconcilable as why:
             self._rebuilt(f"state and tables disagree ({why}): rebuilt from the tables")
             return self._full_load(inputs, edbs, floor + 1)
+        except (CorruptSegment, StoreError) as err:
+            # a page read on demand failed its checksum: whatever the run committed before
+            # is compared with the full load's result (one commit of the difference, if any)
+            self._rebuilt(f"saved state unreadable ({err}): rebuilt from the tables")
+            return self._full_load(inputs, edbs, floor + 1)
 
     def _full_load(
         self, inputs: Mapping[str, int], edbs: Mapping[str, int], floor: int
     ) -> list[StratumResult]:
         """Load the engine from the input tables at ``inputs``; make each IDB table equal
         its result in one commit; save the state."""
+        self.opened = None
         txns = self.writer.txns()
         seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
         rows = {pred: self.reader.read(pred, v) for pred, v in inputs.items()}
@@ -357,7 +378,8 @@ class StratumRun:
             )
         opened = time.perf_counter()
         try:
-            engine = IncrementalEngine.loads(state.engine)
+            self.opened = state.open()
+            engine = IncrementalEngine.loads(self.opened.read(state.root), self.opened)
         except Exception as err:  # any state that does not load is rebuilt, said in the notes
             raise _Unreconcilable(
                 f"the saved engine state cannot be read ({type(err).__name__}: {err})"
@@ -392,7 +414,10 @@ class StratumRun:
             f"finished interrupted run {seq} (committed to {', '.join(pending)} at input "
             f"versions {versions_json(inputs)}) from the saved state"
         )
-        return engine, self._save(engine, seq, inputs, edbs, written.txns)
+        state = self._save(engine, seq, inputs, edbs, written.txns)
+        # On from the state just saved: the next save writes what changes after it.
+        self.opened = state.open()
+        return IncrementalEngine.loads(self.opened.read(state.root), self.opened), state
 
     def _save(
         self,
@@ -410,10 +435,15 @@ class StratumRun:
             edb_versions=dict(edbs),
             written={p: txns[p][0] for p in self.preds},
             table_versions={p: txns[p][1] for p in self.preds},
-            engine=engine.dumps(),
             table_ids=self._table_ids([*inputs, *self.preds]),
+            history=[*self.history, [seq, dict(edbs), dict(inputs),
+                                     {p: txns[p][1] for p in self.preds}]],
         )
-        self.state_bytes = save_state(self.path, state)
+        self.history = state.history
+        saved = save_state(self.path, state, engine.dumps, self.opened, self.index)
+        self.opened = None  # its segments may be gone: the engine now stands for `state`
+        self.state_bytes = saved["bytes_written"]
+        self.state_segments = saved["segments"]
         self.state_save_s = time.perf_counter() - saving
         fault("after_state", self.index)
         return state
@@ -440,6 +470,7 @@ class StratumRun:
             "idb_inserted": sum(i for i, _ in written.counts.values()),
             "idb_erased": sum(d for _, d in written.counts.values()),
             "state_bytes_written": self.state_bytes,
+            "state_segments": self.state_segments,
             "state_open_s": round(self.state_open_s, 4),
             "state_save_s": round(self.state_save_s, 4),
         }

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.exact_sum import ExactSum
 from engine.ivm.scan_tree import ScanTree
-from engine.storage import TOP
+from engine.sentinels import TOP
 
 
 class GroupAggregates:

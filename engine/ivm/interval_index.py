@@ -2,88 +2,376 @@
 trie depth, with stabbing queries that also remove what they find.
 
 Two parts, because intervals arrive in two ways. The initial evaluation records millions
-at once: they are sorted by (bucket, start) into one list, with a scan tree of interval
-ends laid out in an array (a segment tree), which costs a few machine words per interval
-and no per-node objects; a found interval is marked dead there. Maintenance records few
-at a time: they go into a dynamic scan tree (``IntervalTree``, a treap). Both answer a
-stab in O((m+1) log n).
+at once: they are sorted by (bucket, start) into one sequence (``StaticIntervals``), with
+a scan tree of interval ends laid out in arrays (segment trees), which costs a few machine
+words per interval and no per-node objects; a found interval is marked dead there.
+Maintenance records few at a time: they go into a dynamic scan tree (``IntervalTree``, a
+treap). Both answer a stab in O((m+1) log n).
+
+The static part is cut into pages of ``PAGE`` intervals, and its scan tree into two
+levels: a segment tree over the pages' maxima of interval ends, and one over the ends of
+each page, built when a stab or a kill first reaches the page. A stab walks the first to
+the pages whose maximum reaches the point, then the second inside them: the pages it
+reads are those holding a found interval, plus at most the two at the ends of the
+bucket's range. (One tree over all the intervals would answer alike, but its upper levels
+span pages: it must be built whole, O(n) steps of Python on every open.) That is what
+lets the part live on disk (``__persist__`` and ``__restore__``, the segment-store hooks
+of ``engine.state_codec``):
+
+- a *base* segment holds the intervals in pages, each a MessagePack array with a CRC-32,
+  then an index of each page's offset, first start (bucket, lo), maximum end and
+  checksum, then a trailer with the index's place and CRC-32 (the layout of
+  ``engine.segments.write_run``, with the maxima added). Opening reads the index only,
+  O(n / ``PAGE``), and builds the top tree from it; a page is decoded (and checked) when
+  a stab reaches it and kept for the rest of the run, so memory follows the pages
+  touched, not n;
+- the positions of the intervals killed since the part was opened are saved as one
+  *delta* segment chained behind the base (the ``PagedRows`` scheme of
+  ``engine.segments``): a run that kills k intervals writes O(k) bytes, one that kills
+  none writes nothing and keeps the segments it was opened from. Opening reads the
+  chain's positions; a page's tree is built without their ends. Until then the page's
+  maximum in the top tree, written before they died, is an upper bound: it may cost one
+  read of the page, never a wrong answer;
+- past ``COMPACT_SHARE`` of the base dead, or ``COMPACT_CHAIN`` deltas, the live
+  intervals are written as a new base (compaction: O(n) once per Ω(n) kills, or per
+  ``COMPACT_CHAIN`` saves).
+
+A static part built in memory (the initial evaluation, or a rebuild by ``add_many``) is
+written as a base when it has ``PAGED_MIN`` live intervals or more, inline in the root
+otherwise; any part saved without a segment store (an in-memory copy) is written inline,
+as its live intervals (the trees are built again when read).
 """
 
+import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 from engine.ivm.scan_tree import IntervalTree
-from engine.storage import BOTTOM
+from engine.segments import (
+    COMPACT_CHAIN,
+    COMPACT_SHARE,
+    PAGED_MIN,
+    CorruptSegment,
+    SegmentSink,
+    SegmentSource,
+    pack_rows,
+    unpack_rows,
+)
+from engine.sentinels import BOTTOM
 
 Record = tuple[tuple[Any, ...], Any, Any, Any]  # (bucket, lo, hi, payload)
+Page = tuple[Record, ...]
+
+# Intervals per page of a static part (a power of two: a page's scan tree is a full tree).
+PAGE = 256
 
 
 def _start(r: Record) -> tuple[Any, Any]:
     return (r[0], r[1])
 
 
-class StaticIntervals:
-    """Intervals loaded at once, sorted by (bucket, lo), with a max-of-ends segment tree."""
+_end = itemgetter(2)
 
-    __slots__ = ("live", "records", "size", "tree")
+
+def _width(n: int) -> int:
+    """The least power of two >= ``n`` (and >= 1): the leaves of a segment tree."""
+    width = 1
+    while width < n:
+        width *= 2
+    return width
+
+
+def _max_tree(leaves: list[Any], width: int) -> list[Any]:
+    """A segment tree of maxima over ``leaves``, padded with ``BOTTOM`` to ``width`` (a
+    power of two): node i has children 2i and 2i + 1, leaf j is node ``width + j``."""
+    tree: list[Any] = [BOTTOM] * (2 * width)
+    tree[width : width + len(leaves)] = leaves
+    for i in range(width - 1, 0, -1):
+        a = tree[2 * i]
+        b = tree[2 * i + 1]
+        tree[i] = a if b < a else b
+    return tree
+
+
+def _set_leaf(tree: list[Any], j: int, value: Any) -> None:
+    j += len(tree) // 2
+    tree[j] = value
+    j //= 2
+    while j:
+        a = tree[2 * j]
+        b = tree[2 * j + 1]
+        tree[j] = a if b < a else b
+        j //= 2
+
+
+def _reaching(tree: list[Any], first: int, last: int, x: Any) -> list[int]:
+    """The leaves in [first, last) of a max tree whose value is not below ``x``, in
+    order: O((m+1) log n) for m of them."""
+    width = len(tree) // 2
+    out: list[int] = []
+    stack = [(1, 0, width)]
+    while stack:
+        node, a, b = stack.pop()
+        if b <= first or a >= last or tree[node] < x:
+            continue
+        if node >= width:
+            out.append(node - width)
+            continue
+        mid = (a + b) // 2
+        stack.append((2 * node + 1, mid, b))
+        stack.append((2 * node, a, mid))
+    return out
+
+
+class _Base:
+    """A base segment of a static part: its pages, read one at a time, and its index."""
+
+    __slots__ = ("buf", "chain", "crcs", "firsts", "maxima", "n", "name", "offsets", "page")
+
+    def __init__(self, name: str, chain: tuple[str, ...], buf: memoryview):
+        if len(buf) < 20:
+            raise CorruptSegment("an interval base shorter than its trailer")
+        at = int.from_bytes(buf[-20:-12], "big")
+        size = int.from_bytes(buf[-12:-4], "big")
+        if at + size + 20 != len(buf):
+            raise CorruptSegment("an interval base whose trailer does not match its length")
+        index = buf[at : at + size]
+        if zlib.crc32(index) != int.from_bytes(buf[-4:], "big"):
+            raise CorruptSegment("the index of an interval base fails its checksum")
+        n, page, offsets, firsts, maxima, crcs = unpack_rows(index)
+        pages = len(firsts)
+        if (
+            type(page) is not int or page < 1 or page & (page - 1)
+            or pages != -(-n // page) or len(offsets) != pages + 1 or len(maxima) != pages
+            or len(crcs) != pages or offsets[-1] != at
+        ):
+            raise CorruptSegment("an interval base whose index does not match its pages")
+        self.name = name
+        self.chain = chain
+        self.buf = buf
+        self.n: int = n
+        self.page: int = page
+        self.offsets: tuple[int, ...] = offsets
+        self.firsts: list[tuple[Any, Any]] = list(firsts)
+        self.maxima: list[Any] = list(maxima)
+        self.crcs: tuple[int, ...] = crcs
+
+    def read(self, i: int) -> Page:
+        data = self.buf[self.offsets[i] : self.offsets[i + 1]]
+        if zlib.crc32(data) != self.crcs[i]:
+            raise CorruptSegment(f"page {i} of an interval base fails its checksum")
+        got = unpack_rows(data)
+        if len(got) != min(self.page, self.n - i * self.page):
+            raise CorruptSegment(f"page {i} of an interval base has {len(got)} intervals")
+        return got  # type: ignore[no-any-return]
+
+
+def _write_base(sink: SegmentSink, records: list[Record]) -> str:
+    """``records`` (sorted by start) as a base segment; returns its name. The pages, the
+    index, and a trailer: the index's offset and length (8 bytes each) and CRC-32 (4), so
+    the segment checks itself (``paged``) and a store need not read it whole."""
+    parts: list[bytes] = []
+    offsets: list[int] = []
+    firsts: list[tuple[Any, Any]] = []
+    maxima: list[Any] = []
+    crcs: list[int] = []
+    pos = 0
+    for i in range(0, len(records), PAGE):
+        page = records[i : i + PAGE]
+        blob = pack_rows(page)
+        offsets.append(pos)
+        firsts.append(_start(page[0]))
+        maxima.append(max(map(_end, page)))
+        crcs.append(zlib.crc32(blob))
+        parts.append(blob)
+        pos += len(blob)
+    offsets.append(pos)
+    index = pack_rows([len(records), PAGE, offsets, firsts, maxima, crcs])
+    parts.append(index)
+    parts.append(pos.to_bytes(8, "big") + len(index).to_bytes(8, "big")
+                 + zlib.crc32(index).to_bytes(4, "big"))
+    return sink.write(parts, paged=True)
+
+
+class StaticIntervals:
+    """Intervals loaded at once, sorted by (bucket, lo), in pages with a two-level
+    max-of-ends segment tree; in memory, or opened from a segment store (see the module).
+
+    A position (what ``stab`` returns, ``kill`` and ``record`` take) is an interval's
+    rank in the sorted order when the part was built or its base written: ``n``
+    positions, ``live`` of them not killed. ``pages_read`` counts the pages decoded from
+    the store (a work counter: a small change reads few)."""
+
+    __slots__ = ("_base", "_dead", "_firsts", "_killed", "_page", "_pages", "_top",
+                 "_trees", "live", "n", "pages_read")
 
     def __init__(self, records: list[Record]):
         records.sort(key=_start)
-        self.records = records
-        n = len(records)
-        size = 1
-        while size < n:
-            size *= 2
-        tree: list[Any] = [BOTTOM] * (2 * size)
-        tree[size : size + n] = [r[2] for r in records]
-        for i in range(size - 1, 0, -1):
-            a = tree[2 * i]
-            b = tree[2 * i + 1]
-            tree[i] = a if b < a else b
-        self.tree = tree
-        self.size = size
-        self.live = n
+        self._paginate(records)
 
+    def _paginate(self, records: list[Record]) -> None:
+        """In memory, from ``records`` sorted by start."""
+        pages = [tuple(records[i : i + PAGE]) for i in range(0, len(records), PAGE)]
+        in_memory: list[Page | None] = list(pages)
+        self._open(len(records), PAGE, in_memory, [_start(p[0]) for p in pages],
+                   [max(map(_end, p)) for p in pages], None, set())
+
+    def _open(self, n: int, page: int, pages: list[Page | None], firsts: list[Any],
+              maxima: list[Any], base: _Base | None, dead: set[int]) -> None:
+        self.n = n
+        self.live = n - len(dead)
+        self._page = page
+        self._pages = pages
+        self._firsts = firsts
+        self._top = _max_tree(maxima, _width(len(maxima)))
+        self._trees: dict[int, list[Any]] = {}
+        self._base = base
+        self._dead = dead  # dead in the base when opened (the delta chain's positions)
+        self._killed: set[int] = set()  # killed since built or opened
+        self.pages_read = 0
+
+    # -- pages ------------------------------------------------------------------------
+    def _records(self, i: int, keep: bool = True) -> Page:
+        """Page ``i``'s intervals, decoded from the base when not yet in memory (and kept
+        there when ``keep``)."""
+        got = self._pages[i]
+        if got is None:
+            assert self._base is not None
+            got = self._base.read(i)
+            self.pages_read += 1
+            if keep:
+                self._pages[i] = got
+        return got
+
+    def _tree(self, i: int) -> list[Any]:
+        """The scan tree of page ``i`` (built on first use, without the ends of the
+        chain's dead intervals; kills on the page come after, through it). Tightens the
+        page's maximum in the top tree, which was an upper bound until then."""
+        tree = self._trees.get(i)
+        if tree is None:
+            ends = list(map(_end, self._records(i)))
+            dead = self._dead
+            if dead:
+                start = i * self._page
+                ends = [BOTTOM if start + j in dead else e for j, e in enumerate(ends)]
+            tree = self._trees[i] = _max_tree(ends, self._page)
+            self._tighten(i, tree)
+        return tree
+
+    def _tighten(self, i: int, tree: list[Any]) -> None:
+        top = self._top
+        if tree[1] < top[len(top) // 2 + i]:
+            _set_leaf(top, i, tree[1])
+
+    # -- queries --------------------------------------------------------------------------
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[int]:
         """Positions of the live intervals of ``bucket`` that contain ``x``."""
-        records = self.records
-        lo_pos = bisect_left(records, (bucket, BOTTOM), key=_start)
-        hi_pos = bisect_right(records, (bucket, x), key=_start)
-        if lo_pos >= hi_pos:
-            return []
-        tree = self.tree
-        size = self.size
+        key = (bucket, BOTTOM)
+        end = (bucket, x)
+        firsts = self._firsts
+        # Pages from the one the bucket may start in to the last starting at or before x.
+        first = max(bisect_left(firsts, key) - 1, 0)
+        last = bisect_right(firsts, end)
+        size = self._page
+        dead = self._dead
+        killed = self._killed
         out: list[int] = []
-        stack = [(1, 0, size)]
-        while stack:
-            node, a, b = stack.pop()
-            if b <= lo_pos or a >= hi_pos or tree[node] < x:
-                continue
-            if node >= size:
-                out.append(node - size)
-                continue
-            mid = (a + b) // 2
-            stack.append((2 * node + 1, mid, b))
-            stack.append((2 * node, a, mid))
+        for i in _reaching(self._top, first, last, x):
+            page = self._records(i)
+            start = i * size
+            lo = bisect_left(page, key, key=_start)
+            hi = bisect_right(page, end, key=_start)
+            for j in _reaching(self._tree(i), lo, hi, x):
+                pos = start + j
+                # A dead end is BOTTOM in the tree: only a stab at BOTTOM itself reaches it.
+                if pos not in killed and pos not in dead:
+                    out.append(pos)
         return out
 
+    def record(self, pos: int) -> Record:
+        """The interval at ``pos`` as (bucket, lo, hi, payload)."""
+        i, j = divmod(pos, self._page)
+        return self._records(i)[j]
+
     def kill(self, pos: int) -> None:
-        tree = self.tree
-        j = self.size + pos
-        tree[j] = BOTTOM
-        j //= 2
-        while j:
-            a = tree[2 * j]
-            b = tree[2 * j + 1]
-            tree[j] = a if b < a else b
-            j //= 2
+        """Mark the live interval at ``pos`` dead: ``stab`` never returns it again."""
+        i, j = divmod(pos, self._page)
+        tree = self._tree(i)
+        _set_leaf(tree, j, BOTTOM)
+        self._tighten(i, tree)
+        self._killed.add(pos)
         self.live -= 1
 
     def live_records(self) -> list[Record]:
-        size = self.size
-        tree = self.tree
-        return [r for i, r in enumerate(self.records) if tree[size + i] is not BOTTOM]
+        """Every live interval, in order. Reads the pages not in memory without keeping
+        them (a rebuild or a copy reads them all once)."""
+        dead = self._dead
+        killed = self._killed
+        out: list[Record] = []
+        for i in range(len(self._pages)):
+            page = self._records(i, keep=False)
+            if not (dead or killed):
+                out.extend(page)
+                continue
+            start = i * self._page
+            out.extend(r for j, r in enumerate(page)
+                       if start + j not in dead and start + j not in killed)
+        return out
+
+    # -- persistence ----------------------------------------------------------------------
+    def __getstate__(self) -> list[Record]:
+        """Inline (no segment store, or a small part): the live intervals."""
+        return self.live_records()
+
+    def __setstate__(self, state: list[Record]) -> None:
+        self._paginate(state)  # in order, as ``live_records`` gives them
+
+    def __persist__(self, sink: SegmentSink) -> list[Any] | None:
+        """Save to a segment store: ``[base, chain]`` naming the segments, or None to be
+        written inline. Relative to the state it was opened from: nothing written when
+        nothing was killed since, one delta of the positions killed when few were, a new
+        base of the live intervals past the compaction thresholds (or when built in
+        memory)."""
+        base = self._base
+        killed = self._killed
+        if base is not None and not killed:
+            sink.keep([base.name, *base.chain])
+            return [base.name, list(base.chain)]
+        if base is not None and (
+            len(self._dead) + len(killed) <= COMPACT_SHARE * base.n
+            and len(base.chain) < COMPACT_CHAIN
+        ):
+            sink.keep([base.name, *base.chain])
+            return [base.name, [*base.chain, sink.write([pack_rows(sorted(killed))])]]
+        if self.live < PAGED_MIN:
+            return None
+        records = self.live_records()
+        try:
+            name = _write_base(sink, records)
+        except (TypeError, ValueError, OverflowError):
+            # a value plain MessagePack cannot hold (an int beyond 64 bits): inline, where
+            # the state codec writes it as a typed extension
+            return None
+        return [name, []]
+
+    @classmethod
+    def __restore__(cls, source: SegmentSource, ref: Any) -> "StaticIntervals":
+        """Open what ``__persist__`` saved: reads the base's index and the delta chain's
+        positions, no page."""
+        name, chain = ref
+        base = _Base(name, tuple(chain), source.read(name))
+        dead: set[int] = set()
+        for delta in chain:
+            for pos in unpack_rows(source.read(delta)):
+                if type(pos) is not int or not 0 <= pos < base.n or pos in dead:
+                    raise CorruptSegment(f"interval delta {delta} names position {pos!r}")
+                dead.add(pos)
+        obj = cls.__new__(cls)
+        obj._open(base.n, base.page, [None] * len(base.firsts), base.firsts, base.maxima,
+                  base, dead)
+        return obj
 
 
 class IntervalIndex:
@@ -120,7 +408,7 @@ class IntervalIndex:
         static = self.static
         if static is not None:
             for pos in static.stab(bucket, x):
-                _, lo, hi, payload = static.records[pos]
+                _, lo, hi, payload = static.record(pos)
                 out.append((lo, hi, payload))
                 static.kill(pos)
         if len(self.dynamic):

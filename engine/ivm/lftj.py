@@ -24,7 +24,8 @@ from engine.ivm.oracle import OracleNode
 from engine.join.ceil_trie import CeilTrieIterator
 from engine.join.plan import Env, RulePlan
 from engine.join.trie import JoinStats
-from engine.storage import BOTTOM, TOP, SortedRows
+from engine.sentinels import BOTTOM, TOP
+from engine.storage import SortedRows
 
 # Index keys: ("atom", atom index, depth) or ("neg", pred, perm, depth) or ("whole", pred).
 IndexKey = tuple[Any, ...]

@@ -11,7 +11,7 @@ evaluated once.
 
 from typing import Any
 
-from engine.storage import BOTTOM, TOP
+from engine.sentinels import BOTTOM, TOP
 
 # A segment: (lo, hi, child). child None: the whole subtree below [lo, hi] is in the
 # oracle; otherwise lo == hi and the child node restricts the next level.

@@ -10,7 +10,8 @@ row is always the least row with the current prefix and key.
 from typing import Any
 
 from engine.join.trie import JoinStats
-from engine.storage import TOP, SortedRows
+from engine.sentinels import TOP
+from engine.storage import SortedRows
 from engine.values import Row
 
 

@@ -22,7 +22,8 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from engine.join.trie import JoinStats
-from engine.storage import BOTTOM, VersionedRelation, permute
+from engine.sentinels import BOTTOM
+from engine.storage import VersionedRelation, permute
 from engine.values import Row
 
 

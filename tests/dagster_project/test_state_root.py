@@ -36,7 +36,7 @@ def test_state_lives_under_its_own_root(tmp_path):
 
     first = job.execute_in_process()
     assert set(_modes(spec, first).values()) == {"full"}
-    assert sorted(p.name for p in (state_root / spec.name).glob("*.state"))
+    assert sorted(p.name for p in (state_root / spec.name).glob("stratum-*/CURRENT"))
     assert not (root / STATE_DIR).exists()
 
     edges = [*EDGES_V1, (4, 5)]

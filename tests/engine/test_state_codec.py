@@ -20,7 +20,7 @@ from sortedcontainers import SortedList
 from engine import state_codec
 from engine.analysis.analyze import load_program
 from engine.runtime import IncrementalEngine
-from engine.storage import BOTTOM, TOP
+from engine.sentinels import BOTTOM, TOP
 
 PROGRAMS = {
     "sensitivity": """

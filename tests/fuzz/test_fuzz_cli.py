@@ -2,6 +2,8 @@
 30 minutes): grammar-generated programs, their byte-level mutations and raw bytes end in
 right answers or one DL error line, never a traceback (``tests/fuzz/fuzz_cases.py``)."""
 
+import re
+
 from hypothesis import HealthCheck, assume, given, settings
 
 from tests.fuzz.fuzz_cases import (
@@ -39,10 +41,19 @@ def test_mutated_programs_facts_and_scripts(case):
     check(case)
 
 
+# The grammar's comments: a program of nothing else is an empty program, which is valid.
+COMMENTS = re.compile(rb"//[^\n]*|#[^\n]*|/\*(?:.|\n)*?\*/")
+
+
 @QUICK
 @given(byte_cases)
 def test_raw_bytes(case):
-    assert check(case).kind == "error" or case.program.strip() == b""
+    assert check(case).kind == "error" or COMMENTS.sub(b"", case.program).strip() == b""
+
+
+def test_a_program_of_comments_only_is_empty_and_valid():
+    assert COMMENTS.sub(b"", b"# a\n// b\n/* c\n d */ ").strip() == b""
+    assert COMMENTS.sub(b"", b"p(1). # a").strip() == b"p(1)."
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

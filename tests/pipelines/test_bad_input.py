@@ -222,4 +222,4 @@ def test_bad_input_on_the_first_load_creates_nothing(pipeline):
         StratumRun(root, spec, spec.stratum_of("heavy")).materialize()
     assert "weight[1] = 2.0" in str(info.value) and "weight[1] = 5.0" in str(info.value)
     assert not delta_io.exists(spec.table_uri(root, "heavy"))
-    assert not list((root / STATE_DIR).rglob("*.state*"))
+    assert not list((root / STATE_DIR).rglob("CURRENT"))

@@ -3,6 +3,7 @@ saved state and equal the naive evaluator; a process killed at each step and run
 converges to the uninterrupted result with no change applied twice; two processes at once
 commit each run once; the state and the tables never silently disagree."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -57,8 +58,19 @@ def _seq_commits(spec: PipelineSpec, root) -> dict[str, list[str]]:
     }
 
 
+SMALL_ENV = "DELTALOG_TEST_SMALL_SEGMENTS"
+SMALL = {  # module -> name -> value: tiny pages and arrays, compaction at every change
+    "engine.segments": {"PAGE_ROWS": 2, "PAGED_MIN": 2, "COMPACT_SHARE": 0},
+    "engine.storage": {"PAGED_MIN": 2},
+    "engine.state_codec": {"ARRAY_MIN": 16},
+    "pipelines.state_store": {"ARRAY_SHARE": 0},
+}
+
 CHILD = """
-import json, sys
+import importlib, json, os, sys
+for module, names in json.loads(os.environ.get("DELTALOG_TEST_SMALL_SEGMENTS", "{}")).items():
+    for name, value in names.items():
+        setattr(importlib.import_module(module), name, value)
 from pipelines.run import StratumRun
 from pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
@@ -70,10 +82,13 @@ print(json.dumps(modes))
 """
 
 
-def _child(spec: PipelineSpec, root, fault: str | None = None, lock_wait: float = 60.0):
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+def _child(spec: PipelineSpec, root, fault: str | None = None, lock_wait: float = 60.0,
+           small: bool = False):
+    env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, SMALL_ENV)}
     if fault:
         env[FAULT_ENV] = fault
+    if small:
+        env[SMALL_ENV] = json.dumps(SMALL)
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(spec.directory), str(root), str(lock_wait)],
         cwd=REPO,
@@ -151,6 +166,29 @@ def test_killed_run_converges_to_the_uninterrupted_result(tmp_path, fault, first
         assert any("finished interrupted run" in n for n in notes), notes
         assert not any("rebuilt" in n for n in notes), notes
     # and it goes on incrementally from there
+    write_edb(root, spec, edb_tables(EDGES_V3))
+    again = _all(spec, root)
+    assert {r.mode for r in again.values()} == {"incremental"}
+    assert _tables(spec, root) == _expected(spec, EDGES_V3)
+
+
+@pytest.mark.parametrize("fault", ["mid_compaction", "mid_state"])
+def test_killed_in_the_middle_of_a_store_compaction_converges(tmp_path, monkeypatch, fault):
+    """A state of sorted runs and arrays (made small), killed while a save writes them
+    anew (compaction) or before its manifest: the old state stands, and the next run
+    finishes or repeats the run from it."""
+    for module, names in SMALL.items():
+        for name, value in names.items():
+            monkeypatch.setattr(importlib.import_module(module), name, value)
+    spec, root = make_pipeline(tmp_path)
+    _all(spec, root)
+    write_edb(root, spec, edb_tables(EDGES_V2))
+    code, _ = _finish(_child(spec, root, fault, small=True))
+    assert code == -9  # SIGKILL: the process really died there
+    _all(spec, root)
+    assert _tables(spec, root) == _expected(spec, EDGES_V2)
+    for pred, seqs in _seq_commits(spec, root).items():
+        assert len(seqs) == len(set(seqs)), (pred, seqs)  # no run committed twice
     write_edb(root, spec, edb_tables(EDGES_V3))
     again = _all(spec, root)
     assert {r.mode for r in again.values()} == {"incremental"}

@@ -1,18 +1,27 @@
-"""A saved state file is data: a corrupted one (bytes flipped anywhere, truncated) is told
-by its checksum and rebuilt from the tables, a crafted one (valid checksum, an engine part
-that names code to run) is refused without running anything; either way the run says so in
-its notes and the tables equal a recompute."""
+"""A saved state is data: a damaged store (bytes flipped, cut or swapped in the manifest or
+any segment) is told by its checksums and rebuilt from the tables, a crafted one (valid
+checksums, an engine root that names code to run) is refused without running anything;
+either way the run says so in its notes and the tables equal a recompute.
+
+Segments are made small here (``small_segments``: sorted runs of 2-row pages, arrays of
+16 bytes and up), so the tiny pipeline's state has sorted runs, array segments and deltas
+to damage, as a large state would."""
 
 import os
 import pickle
 
 import msgpack
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import engine.segments
+import engine.state_codec
+import engine.storage
+import pipelines.state_store
 from engine import state_codec
 from engine.runtime import IncrementalEngine
-from pipelines.state_store import load_state, save_state, state_path
+from pipelines.state_store import CURRENT, load_state, save_state, state_path
 from pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import (
     EDGES_V1,
@@ -23,6 +32,15 @@ from tests.dagster_project.tiny import (
 )
 
 EDGES_V2 = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7)]
+EDGES_V3 = [(1, 2), (2, 3), (3, 4), (4, 5), (6, 7), (7, 1)]
+
+
+@pytest.fixture
+def small_segments(monkeypatch):
+    monkeypatch.setattr(engine.segments, "PAGE_ROWS", 2)
+    monkeypatch.setattr(engine.segments, "PAGED_MIN", 2)
+    monkeypatch.setattr(engine.storage, "PAGED_MIN", 2)
+    monkeypatch.setattr(engine.state_codec, "ARRAY_MIN", 16)
 
 
 class _RunsCode:
@@ -33,12 +51,11 @@ class _RunsCode:
         return (os.system, (f"touch {self.marker}",))
 
 
-def _names(engine: bytes, module: str, name: str) -> bytes:
-    """An engine part like ``engine`` (a state of the current format) whose object names
-    ``module.name`` instead of the engine class."""
+def _names(module: str, name: str) -> bytes:
+    """An engine root of the current format whose object names ``module.name`` instead of
+    the engine class."""
     obj = msgpack.ExtType(state_codec._OBJ, msgpack.packb([module, name, msgpack.packb(None)]))
     fmt = IncrementalEngine.STATE_FORMAT
-    assert state_codec.loads(engine)[0] == fmt
     tree = msgpack.packb(msgpack.ExtType(state_codec._TUPLE, msgpack.packb([fmt, obj])))
     return msgpack.packb([tree], use_bin_type=True)
 
@@ -65,41 +82,56 @@ def _apply(blob: bytearray, damage) -> bytearray:
     return blob
 
 
+def _store_files(path):
+    return sorted(f for f in path.iterdir() if f.is_file())
+
+
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(damages=st.lists(_damage, min_size=1, max_size=3), change=st.booleans())
-def test_damaged_state_is_rebuilt_ortables_right(tmp_path_factory, damages, change):
-    """Whatever bytes of a saved state are flipped, cut or swapped, the next run either
-    rebuilds (and says why) or maintains correctly: the tables equal a recompute."""
+@given(which=st.integers(0, 10**6), damages=st.lists(_damage, min_size=1, max_size=3),
+       change=st.booleans())
+def test_damaged_store_is_rebuilt_and_tables_right(tmp_path_factory, small_segments, which,
+                                                    damages, change):
+    """Whatever bytes of a file of the store are flipped, cut or swapped, the next run
+    rebuilds and says why (or, for bytes swapped with equal ones, maintains): the tables
+    equal a recompute."""
     tmp_path = tmp_path_factory.mktemp("damaged")
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
+    write_edb(root, spec, edb_tables(EDGES_V3))
+    run_all(spec, root)  # a second save: deltas and kept segments beside new ones
     path = state_path(root, spec.name, spec.stratum_of("path"))
-    original = path.read_bytes()
+    files = _store_files(path)
+    assert len(files) > 3  # the manifest, the root, sorted runs, arrays
+    target = files[which % len(files)]
+    original = target.read_bytes()
     blob = bytearray(original)
     for damage in damages:
         if blob:
             blob = _apply(blob, damage)
-    path.write_bytes(bytes(blob))
-    edges = EDGES_V2 if change else EDGES_V1
+    target.write_bytes(bytes(blob))
+    edges = EDGES_V2 if change else EDGES_V3
     if change:
         write_edb(root, spec, edb_tables(edges))
     result = run_all(spec, root)["path"]
     if bytes(blob) != original:  # any damage is told: rebuilt, and the notes say why
-        assert result.mode == "rebuilt" and "unreadable" in result.rebuilt_because
+        assert result.mode == "rebuilt", (target.name, result.notes)
+        why = result.rebuilt_because
+        assert "unreadable" in why or "cannot be read" in why, why
     else:  # a swap of equal bytes: the state is intact
         assert result.mode == ("incremental" if change else "unchanged")
     assert tables_right(spec, root, edges)
+    assert run_all(spec, root)["path"].mode == "unchanged"  # the rebuilt state is good
 
 
-def test_a_flipped_byte_is_told_by_the_checksum(tmp_path):
+def test_a_flipped_manifest_byte_is_told_by_the_checksum(tmp_path):
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
     path = state_path(root, spec.name, spec.stratum_of("path"))
-    blob = bytearray(path.read_bytes())
+    blob = bytearray((path / CURRENT).read_bytes())
     blob[len(blob) // 2] ^= 0x10
-    path.write_bytes(bytes(blob))
+    (path / CURRENT).write_bytes(bytes(blob))
     assert load_state(path) is None
     write_edb(root, spec, edb_tables(EDGES_V2))
     results = run_all(spec, root)
@@ -109,25 +141,61 @@ def test_a_flipped_byte_is_told_by_the_checksum(tmp_path):
     assert run_all(spec, root)["path"].mode == "unchanged"  # the rebuilt state is good
 
 
+def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
+    tmp_path, small_segments, monkeypatch
+):
+    """Sorted runs past ``CHECKED_MAX`` are checked a page at a time, when a page is
+    read: a damaged page met in the middle of a run rebuilds from the tables."""
+    monkeypatch.setattr(pipelines.state_store, "CHECKED_MAX", 0)
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = state_path(root, spec.name, spec.stratum_of("path"))
+    state = load_state(path)
+    runs = [n for n, (_, _, paged) in state.segments.items() if paged]
+    assert runs
+    for name in runs:  # a byte of every run's first page
+        blob = bytearray((path / name).read_bytes())
+        blob[1] ^= 0x01
+        (path / name).write_bytes(bytes(blob))
+    write_edb(root, spec, edb_tables(EDGES_V2))
+    result = run_all(spec, root)["path"]
+    assert result.mode == "rebuilt"
+    assert "checksum" in result.rebuilt_because
+    assert tables_right(spec, root, EDGES_V2)
+
+
 def test_crafted_state_runs_no_code(tmp_path):
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
     index = spec.stratum_of("path")
     path = state_path(root, spec.name, index)
-    state = load_state(path)
-    assert state is not None
     marker = tmp_path / "ran"
     for hostile, why in (
         (pickle.dumps((1, _RunsCode(str(marker)))), "cannot be read"),  # a pickle is no state
-        (_names(state.engine, "os", "system"), "UnsafeState"),  # a state naming os.system
+        (_names("os", "system"), "UnsafeState"),  # a state naming os.system
     ):
-        state.engine = hostile
-        save_state(path, state)  # a valid checksum: only the engine part is hostile
+        state = load_state(path)
+        assert state is not None
+        save_state(path, state, lambda _writer, blob=hostile: blob)  # valid checksums
         results = run_all(spec, root)
         assert not marker.exists()
         assert results["path"].mode == "rebuilt"
         assert "cannot be read" in results["path"].rebuilt_because
         assert why in results["path"].rebuilt_because
-        state = load_state(path)
-        assert state is not None
     assert tables_right(spec, root, EDGES_V1)
+
+
+def test_a_state_of_the_earlier_whole_file_format_is_rebuilt_and_removed(tmp_path):
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = state_path(root, spec.name, spec.stratum_of("path"))
+    for f in _store_files(path):
+        f.unlink()
+    path.rmdir()
+    old = path.with_name(path.name + ".state")
+    old.write_bytes(b"deltalog-state/3\n" + bytes(64))
+    write_edb(root, spec, edb_tables(EDGES_V2))
+    result = run_all(spec, root)["path"]
+    assert result.mode == "rebuilt" and "earlier deltalog" in result.rebuilt_because
+    assert not old.exists()
+    assert tables_right(spec, root, EDGES_V2)

@@ -6,6 +6,7 @@ The control (a plain vacuum with no retention) loses the history of the stratum 
 the test can fail. Real local Delta tables, no mocks."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -152,7 +153,8 @@ def test_a_restored_old_state_keeps_its_history(tmp_path, protected):
     run_all(spec, root)
     index = spec.stratum_of("even")
     path = state_path(root, spec.name, index)
-    saved = path.read_bytes()
+    saved = tmp_path / "saved-state"
+    shutil.copytree(path, saved)
     tables = {p: delta_io.table_version(spec.table_uri(root, p)) for p in ("even", "odd")}
     uri = spec.table_uri(root, "edge")
     edges = list(EDGES_V1)
@@ -161,7 +163,8 @@ def test_a_restored_old_state_keeps_its_history(tmp_path, protected):
         write_deltalake(uri, edge_table(edges[-1:]), mode="append")
         run_all(spec, root)
     assert tables == {p: delta_io.table_version(spec.table_uri(root, p)) for p in tables}
-    path.write_bytes(saved)
+    shutil.rmtree(path)
+    shutil.copytree(saved, path)
     consumed = load_state(path).input_versions["edge"]
     assert needed_versions(root, spec)["edge"].version == consumed < delta_io.table_version(uri)
     if protected:

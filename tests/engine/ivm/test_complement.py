@@ -18,7 +18,8 @@ from engine.join.ceil_trie import CeilTrieIterator
 from engine.join.complement import Complement, ComplementRows
 from engine.join.plan import complement_pairs, prepare
 from engine.join.trie import JoinStats
-from engine.storage import BOTTOM, TOP, ListRows, RelationStore, VersionedRelation, permute
+from engine.sentinels import BOTTOM, TOP
+from engine.storage import ListRows, RelationStore, VersionedRelation, permute
 
 VALUES = st.integers(0, 5)
 ROWS = st.sets(st.tuples(VALUES, VALUES), max_size=25)

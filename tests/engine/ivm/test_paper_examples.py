@@ -9,7 +9,8 @@ from engine.ivm.scan_tree import IntervalTree, ScanTree
 from engine.ivm.surgery import tree_surgery
 from engine.join.trie import JoinStats
 from engine.runtime import IncrementalEngine
-from engine.storage import BOTTOM, TOP, RelationStore, VersionedRelation
+from engine.sentinels import BOTTOM, TOP
+from engine.storage import RelationStore, VersionedRelation
 
 UNARY = """
 .decl A(x: int)
