@@ -37,6 +37,7 @@ leaves the 64-bit integers (the language's integers are unbounded) is computed r
 row with ``engine.semantics``, so both kernels agree on every value.
 """
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from engine.analysis.program import AnalyzedProgram, Stratum
 from engine.dbsp import kernels
 from engine.dbsp.stratum import _seeded_order
 from engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
+from engine.segments import CorruptSegment, SegmentSink, SegmentSource, SortedRun, write_run
 from engine.semantics import coerce, compare, eval_expr
 from engine.storage import Delta, RelationStore
 from engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
@@ -148,31 +150,246 @@ def _constraint_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None
 # Encoding and packing.
 
 
+# A dictionary of fewer values than this is saved inline with the state, not in segments.
+CODES_MIN = 4096
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_COLUMN_TYPES = (int, float, str)  # the values a dictionary in segments may hold
+
+
+def _i64(v: Any) -> int | None:
+    """The int64 equal to ``v`` (an int, or a float with an integral value), if any."""
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    return v if isinstance(v, int) and _I64_MIN <= v <= _I64_MAX else None
+
+
+def _key(v: Any) -> bytes | None:
+    """What a level of rows finds ``v`` by: the same bytes for values a dict takes as the
+    same key (1 and 1.0), none for NaN (a dict finds it only as the object it
+    holds, which a state read back is not) or a value of no column type."""
+    if type(v) is str:
+        return b"s" + v.encode()
+    if type(v) is float:
+        if not v.is_integer():
+            return None if v != v else b"f" + struct.pack(">d", v)
+        v = int(v)
+    if not isinstance(v, int):
+        return None
+    return b"i" + v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True)
+
+
+def _packed(v: Any) -> Any:
+    """``v`` as a sorted run holds it: an int beyond int64 as its bytes (beyond what
+    MessagePack holds; a value of a column type is never bytes)."""
+    if type(v) is int and not _I64_MIN <= v <= _I64_MAX:
+        return v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True)
+    return v
+
+
+def _unpacked(v: Any) -> Any:
+    return int.from_bytes(v, "big", signed=True) if type(v) is bytes else v
+
+
+def _ints(values: Sequence[Any]) -> tuple[I64, Bool]:
+    """Ints as int64, and which are beyond int64 (0 there)."""
+    big = [not _I64_MIN <= v <= _I64_MAX for v in values]
+    return (np.array([0 if b else v for v, b in zip(values, big, strict=True)], np.int64),
+            np.array(big, np.bool_))
+
+
+class _IntLevel:
+    """A level of int64 values: the values by code and the codes in value order, two
+    arrays mapped from the store (a value is an index, a lookup a binary search through
+    ``order``)."""
+
+    kind = "int"
+
+    def __init__(self, values: I64, order: I64):
+        if len(order) != len(values):
+            raise CorruptSegment("a level of codes whose two arrays differ in length")
+        self.values, self.order = values, order
+        self.n = len(values)
+
+    @staticmethod
+    def write(sink: SegmentSink, values: Sequence[Any]) -> list[Any]:
+        arr = np.array(values, np.int64)
+        return [sink.array(arr), sink.array(np.argsort(arr, kind="stable"))]
+
+    @classmethod
+    def open(cls, source: SegmentSource, ref: Any) -> "_IntLevel":
+        return cls(source.open_array(ref[0]), source.open_array(ref[1]))
+
+    def persist(self, sink: SegmentSink) -> list[Any]:
+        """The level in the new state (the arrays never change: kept, nothing written)."""
+        return [sink.array(self.values), sink.array(self.order)]
+
+    def find(self, values: Sequence[Any]) -> I64:
+        """The code of each of ``values`` in the level (-1: not there)."""
+        out = np.full(len(values), -1, np.int64)
+        q = [_i64(v) for v in values]
+        at = np.array([i for i, x in enumerate(q) if x is not None], np.int64)
+        if len(at):
+            keys = np.array([q[i] for i in at.tolist()], np.int64)
+            pos = np.searchsorted(self.values, keys, sorter=self.order)
+            code = self.order[np.minimum(pos, self.n - 1)]
+            hit = self.values[code] == keys
+            out[at[hit]] = code[hit]
+        return out
+
+    def get(self, codes: I64) -> list[Any]:
+        return self.values[codes].tolist()  # type: ignore[no-any-return]
+
+    def ints(self, codes: I64) -> tuple[I64, Bool]:
+        return self.values[codes], np.zeros(len(codes), np.bool_)
+
+    def all(self) -> list[Any]:
+        return self.values.tolist()  # type: ignore[no-any-return]
+
+
+class _RowLevel:
+    """A level of any values (strings, floats, ints beyond int64): two sorted runs
+    (``engine.segments``), of (code, value) and of (``_key``, code), read a page at a
+    time."""
+
+    kind = "rows"
+
+    def __init__(self, names: list[str], by_code: SortedRun, by_key: SortedRun):
+        self.names, self.by_code, self.by_key = names, by_code, by_key
+        self.n = by_code.n
+
+    @staticmethod
+    def write(sink: SegmentSink, values: Sequence[Any]) -> list[str]:
+        keyed: list[Any] = sorted(
+            (k, i) for i, v in enumerate(values) if (k := _key(v)) is not None)
+        return [write_run(sink, ((i, _packed(v)) for i, v in enumerate(values))),
+                write_run(sink, keyed)]
+
+    @classmethod
+    def open(cls, source: SegmentSource, ref: Any) -> "_RowLevel":
+        by_code, by_key = ref
+        return cls([by_code, by_key], SortedRun(source.read(by_code)),
+                   SortedRun(source.read(by_key)))
+
+    def persist(self, sink: SegmentSink) -> list[str]:
+        sink.keep(self.names)
+        return self.names
+
+    def find(self, values: Sequence[Any]) -> I64:
+        out = np.full(len(values), -1, np.int64)
+        for i, v in enumerate(values):
+            k = _key(v)
+            row = self.by_key.ceil((k,)) if k is not None else None
+            if row is not None and row[0] == k:
+                out[i] = row[1]
+        return out
+
+    def get(self, codes: I64) -> list[Any]:
+        out = []
+        for i in codes.tolist():
+            row = self.by_code.ceil((i,))
+            if row is None or row[0] != i:
+                raise CorruptSegment(f"code {i} is not in its level")
+            out.append(_unpacked(row[1]))
+        return out
+
+    def ints(self, codes: I64) -> tuple[I64, Bool]:
+        return _ints(self.get(codes))
+
+    def all(self) -> list[Any]:
+        return [_unpacked(v) for _, v in self.by_code]
+
+
+_LEVELS: dict[str, type[_IntLevel] | type[_RowLevel]] = {
+    _IntLevel.kind: _IntLevel, _RowLevel.kind: _RowLevel}
+
+
 class _Codes:
-    """Values of one column type and their ids."""
+    """Values of one column type and their codes: 0, 1, ... in the order the values are
+    first seen, below 2^31; a value's code never changes.
+
+    Made in memory: a dict (value -> code) and a list (code -> value). In a segment store
+    (``__persist__``; below ``CODES_MIN`` values the dictionary is saved inline, by
+    ``__getstate__``) it is a list of *levels*, oldest first, each the values of a range
+    of codes, written once and never changed: for int64 values two arrays (the values by
+    code; the codes in value order), for any others two sorted runs ((code, value);
+    (key, code), one key for the values a dict takes as one, ``_key``). Opening maps the
+    levels and decodes nothing; a value is looked up in the dict, then in the levels (a
+    binary search in each, vectorized over int64 levels; what is found joins the dict),
+    and one found nowhere gets the next code (dict and list, as in memory); a code is
+    decoded from its level (an array index, or a page of a run).
+
+    A save keeps the levels and writes the values coded since the open as a new level,
+    merged with the last levels (their values read back) while the last holds at most
+    twice as many values as those after it: so each level holds more than twice the next,
+    there are O(log n) levels, and a value is rewritten O(log n) times (its level grows by
+    half at each merge). A save writes O(log n) bytes per new value, amortized, and
+    nothing when there is none, where the whole dictionary was written before; the oldest
+    level is rewritten once the values after it pass half of it. (One base and a chain of
+    deltas would decode the chain at open, or rewrite the base every so many saves.)
+    """
 
     def __init__(self) -> None:
-        self.ids: dict[Any, int] = {}
-        self.values: list[Any] = []
-        self._mirror: I64 = _E64  # ints: the values of the codes below len(mirror)
+        self._open([])
+
+    def _open(self, levels: list[_IntLevel | _RowLevel]) -> None:
+        self._levels = levels
+        # the first code of each level, then of the values in memory
+        self._starts: I64 = np.cumsum([0, *(lv.n for lv in levels)], dtype=np.int64)
+        self._base = int(self._starts[-1])
+        self._ids: dict[Any, int] = {}  # value -> code: new values, and those looked up
+        self._new: list[Any] = []  # the values of codes _base, _base + 1, ...
+        self._mirror: I64 = _E64  # ints: the values of the first len(mirror) new codes
         self._big: Bool = np.zeros(0, np.bool_)  # ... and which are beyond int64
 
     def encode(self, values: Sequence[Any]) -> I64:
-        ids, vals = self.ids, self.values
+        if self._levels:
+            self._look_up(values)
+        ids, vals, base = self._ids, self._new, self._base
         out = np.empty(len(values), np.int64)
         for i, v in enumerate(values):
             k = ids.get(v)
             if k is None:
-                k = ids[v] = len(vals)
+                k = ids[v] = base + len(vals)
                 if k >= 2**31 - 1:
                     raise OverflowError("more than 2^31 distinct values in one column type")
                 vals.append(v)
             out[i] = k
         return out
 
+    def _look_up(self, values: Sequence[Any]) -> None:
+        """Those of ``values`` the levels hold go into the dict."""
+        ids = self._ids
+        todo = [v for v in values if v not in ids]
+        for level, start in zip(self._levels, self._starts.tolist(), strict=False):
+            if not todo:
+                break
+            found = level.find(todo).tolist()
+            for v, k in zip(todo, found, strict=True):
+                if k >= 0:
+                    ids[v] = start + k
+            todo = [v for v, k in zip(todo, found, strict=True) if k < 0]
+
+    def _parts(self, ids: I64) -> list[tuple[int, I64, I64]]:
+        """``ids`` by where their values are: (level, or len(levels) for the values in
+        memory; positions in ids; codes from the part's first)."""
+        where = np.searchsorted(self._starts, ids, side="right") - 1
+        out = []
+        for j in np.flatnonzero(np.bincount(where)).tolist():
+            at = np.flatnonzero(where == j)
+            out.append((j, at, ids[at] - self._starts[j]))
+        return out
+
     def decode(self, ids: I64) -> list[Any]:
-        vals = self.values
-        return [vals[i] for i in ids.tolist()]
+        vals = self._new
+        if not self._levels:
+            return [vals[i] for i in ids.tolist()]
+        out: list[Any] = [None] * len(ids)
+        for j, at, codes in self._parts(ids):
+            got = (self._levels[j].get(codes) if j < len(self._levels)
+                   else [vals[i] for i in codes.tolist()])
+            for i, v in zip(at.tolist(), got, strict=True):
+                out[i] = v
+        return out
 
     def encode_ints(self, values: I64) -> I64:
         """Codes of int64 values (one dictionary probe per distinct value)."""
@@ -181,22 +398,60 @@ class _Codes:
 
     def ints(self, ids: I64) -> tuple[I64, Bool]:
         """The values of int codes as int64, and which are beyond int64 (0 there)."""
-        mirror, big = self._mirror, self._big
-        if len(mirror) < len(self.values):
-            fresh = self.values[len(mirror):]
-            out = [v if -(2**63) <= v < 2**63 else 0 for v in fresh]
-            mirror = np.concatenate([mirror, np.array(out, np.int64)])
-            big = np.concatenate([big, np.array([not -(2**63) <= v < 2**63 for v in fresh],
-                                                np.bool_)])
-            self._mirror, self._big = mirror, big
-        return mirror[ids], big[ids]
+        if len(self._mirror) < len(self._new):
+            fresh, big = _ints(self._new[len(self._mirror):])
+            self._mirror = np.concatenate([self._mirror, fresh])
+            self._big = np.concatenate([self._big, big])
+        if not self._levels:
+            return self._mirror[ids], self._big[ids]
+        vals, big = np.zeros(len(ids), np.int64), np.zeros(len(ids), np.bool_)
+        for j, at, codes in self._parts(ids):
+            vals[at], big[at] = (self._levels[j].ints(codes) if j < len(self._levels)
+                                 else (self._mirror[codes], self._big[codes]))
+        return vals, big
+
+    def _values(self) -> list[Any]:
+        return [v for level in self._levels for v in level.all()] + self._new
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"ids": self.ids, "values": self.values}  # the mirror is made again
+        if not self._levels:
+            return {"ids": self._ids, "values": self._new}  # the mirror is made again
+        values = self._values()
+        return {"ids": {v: i for i, v in enumerate(values)}, "values": values}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.ids, self.values = state["ids"], state["values"]
-        self._mirror, self._big = _E64, np.zeros(0, np.bool_)
+        self._open([])
+        self._ids, self._new = state["ids"], state["values"]
+
+    def __persist__(self, sink: SegmentSink) -> list[Any] | None:
+        """The levels in a segment store (see the class); None (saved inline) below
+        ``CODES_MIN`` values or with a value of no column type."""
+        new = self._new
+        if self._base + len(new) < CODES_MIN or any(type(v) not in _COLUMN_TYPES
+                                                     for v in new):
+            return None
+        levels, k, merged = self._levels, len(self._levels), len(new)
+        while merged and k and levels[k - 1].n <= 2 * merged:
+            k -= 1
+            merged += levels[k].n
+        refs = [[level.kind, level.persist(sink)] for level in levels[:k]]
+        if merged:
+            values = [v for level in levels[k:] for v in level.all()] + new
+            cls = _IntLevel if all(type(v) is int and _I64_MIN <= v <= _I64_MAX
+                                   for v in values) else _RowLevel
+            refs.append([cls.kind, cls.write(sink, values)])
+        return refs
+
+    @classmethod
+    def __restore__(cls, source: SegmentSource, ref: Any) -> "_Codes":
+        codes = cls()
+        levels: list[_IntLevel | _RowLevel] = []
+        for kind, level in ref:
+            if kind not in _LEVELS:
+                raise CorruptSegment(f"a level of codes of unknown kind {kind!r}")
+            levels.append(_LEVELS[kind].open(source, level))
+        codes._open(levels)
+        return codes
 
 
 def _swap(keys: I64) -> I64:
