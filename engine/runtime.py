@@ -239,8 +239,9 @@ class IncrementalEngine:
         return self._one(name, row) in self.store[name]
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 5  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
-    # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs, arrays)
+    STATE_FORMAT = 6  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs,
+    # arrays); 6: the columnar kernel's hash index and commit arrays saved
 
     def dumps(self, sink: SegmentSink | None = None) -> bytes:
         """The engine state (relations, support counts, sensitivity indices, aggregate and

@@ -351,10 +351,14 @@ class Writer(SegmentSink):
             self.arrays_written_whole += 1
             return self._base(arr)
         changed: list[tuple[int, bytes]] = []
-        for page in dirty.tolist():
-            data = raw[page * PAGE : (page + 1) * PAGE].tobytes()
-            if laid.get(page) != data:
-                changed.append((page, data))
+        with open(self.folder / base, "rb") as f:  # written pages may hold what they held
+            for page in dirty.tolist():
+                data = raw[page * PAGE : (page + 1) * PAGE].tobytes()
+                before = laid.get(page)
+                if before is None:
+                    before = os.pread(f.fileno(), len(data), page * PAGE)
+                if before != data:
+                    changed.append((page, data))
         if not changed:
             self.keep([base, *deltas])
             return list(ref)

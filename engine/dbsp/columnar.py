@@ -68,6 +68,9 @@ TYPES = ("int", "string")
 PURGE_MIN = 1024
 POOL_SLACK = 1 << 16
 YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
+# An input's patch (its keys changed since its sorted keys were written) is merged into
+# them past this many keys: a saved state writes the patch, the keys only then.
+PATCH_MAX = 4096
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 _MIN = np.int64(-(2**63))
@@ -469,6 +472,18 @@ def _ranges(lo: I64, hi: I64) -> tuple[I64, I64]:
     return owner, np.arange(total, dtype=np.int64) + start
 
 
+def _overlay(pk: I64, pd: I32, dk: I64, dd: I32) -> tuple[I64, I32]:
+    """The patch (sorted keys ``pk`` with depths ``pd``) with (``dk``, ``dd``) laid over
+    it: their entries replace those of the same keys. Sorted."""
+    if not len(pk):
+        return dk, dd
+    _, hit = _find(dk, pk)
+    k = np.concatenate([pk[~hit], dk])
+    d = np.concatenate([pd[~hit], dd])
+    order = np.argsort(k, kind="stable")
+    return k[order], d[order]
+
+
 def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
     """Positions of ``keys`` in ``sorted_keys`` and whether each is there."""
     pos = np.searchsorted(sorted_keys, keys).astype(np.int64)
@@ -732,25 +747,17 @@ class _Rel:
     live: int = 0  # entries of the pool that belong to a fact
     hist: I64 = field(default_factory=lambda: _E64)  # members per depth
     bhist: I64 = field(default_factory=lambda: _E64)  # birth entries per t
-    # Not saved (rebuilt on load): by id, the depth in the new version during a commit
-    # (equal to ``depth`` between commits) and the fact's slot among the commit's touched
-    # facts (-1: untouched); the ids of all keys.
+    # By id, the depth in the new version during a commit (equal to ``depth`` between
+    # commits) and the fact's slot among the commit's touched facts (-1: untouched); the
+    # ids of all keys. Saved as they are (a state opened from a segment store maps them,
+    # and a commit writes the pages it touched), so opening rebuilds nothing.
     ndepth: I32 = field(default_factory=lambda: _E32)
     slot: I64 = field(default_factory=lambda: _E64)
     index: _Hash | None = None  # (None while initialize builds the layers)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for name in ("ndepth", "slot", "index"):
-            del state[name]
-        return state
-
     def __setstate__(self, state: dict[str, Any]) -> None:
         kernels.warm()
         self.__dict__.update(state)
-        self.ndepth = self.depth.copy()
-        self.slot = np.full(len(self.depth), -1, np.int64)
-        self._index_keys()
 
     def _index_keys(self) -> None:
         self.index = _Hash(np.concatenate([self.keys, self.ykeys]),
@@ -933,6 +940,9 @@ class ColumnarStratum:
         self.inputs = sorted({a.pred for r in self.rules for a in r.atoms} - self.own)
         self.rels = {p: _Rel(prog.schemas[p].arity) for p in stratum.preds}
         self.input_keys: dict[str, dict[tuple[int, ...], I64]] = {}
+        # per input and column order: the keys changed since ``input_keys`` was written
+        # (sorted; depth 0: present, NONE: gone), so a commit does not rewrite the inputs
+        self.input_patch: dict[str, dict[tuple[int, ...], tuple[I64, I32]]] = {}
         self.work: dict[str, int] = {}
         self._touched: dict[str, _Touched] = {}
         self._input_delta: dict[str, tuple[I64, I64]] = {}
@@ -964,17 +974,26 @@ class ColumnarStratum:
         if self.prog.schemas[pred].arity == 2:
             by[(1, 0)] = np.sort(_swap(keys))
         self.input_keys[pred] = by
+        self.input_patch[pred] = {perm: (_E64, _E32) for perm in by}
 
-    def _input_view(self, pred: str, perm: tuple[int, ...], new: bool) -> _View:
-        keys = self.input_keys[pred][perm]
-        if not new or pred not in self._input_delta:
-            return _View([(keys, None)], None)
+    def _input_delta_in(self, pred: str, perm: tuple[int, ...]) -> tuple[I64, I32]:
+        """The input's change in the column order ``perm`` (sorted keys; depth 0: came,
+        NONE: gone)."""
         dk, dw = self._input_delta[pred]
         if perm == (1, 0):
             dk = _swap(dk)
             order = np.argsort(dk)
             dk, dw = dk[order], dw[order]
-        return _View([(keys, None)], None, dk, np.where(dw > 0, 0, NONE).astype(np.int32))
+        return dk, np.where(dw > 0, 0, NONE).astype(np.int32)
+
+    def _input_view(self, pred: str, perm: tuple[int, ...], new: bool) -> _View:
+        keys = self.input_keys[pred][perm]
+        pk, pd = self.input_patch[pred][perm]
+        if new and pred in self._input_delta:
+            pk, pd = _overlay(pk, pd, *self._input_delta_in(pred, perm))
+        if not len(pk):
+            return _View([(keys, None)], None)
+        return _View([(keys, None)], None, pk, pd)
 
     # -- one delta query ------------------------------------------------------------------
     def _join(self, rule: _CRule, p: int, seed: I64, w: I64,
@@ -1519,16 +1538,24 @@ class ColumnarStratum:
             rel.compact_facts()
 
     def _commit_inputs(self) -> None:
-        """The new versions of the inputs become the old ones of the next commit
-        (O(change) searches, one copy of each sorted array)."""
-        for pred, (k, w) in self._input_delta.items():
-            by = self.input_keys[pred]
+        """The new versions of the inputs become the old ones of the next commit: the
+        change goes into the input's patch (O(patch + change)), and the sorted keys are
+        written anew only when the patch passes ``PATCH_MAX`` keys (so a saved state
+        keeps its input arrays, and a save writes the patch)."""
+        for pred in self._input_delta:
+            by, patches = self.input_keys[pred], self.input_patch[pred]
             for perm, keys in by.items():
-                dk = _swap(k) if perm == (1, 0) else k
-                gone, came = np.sort(dk[w < 0]), np.sort(dk[w > 0])
-                pos, hit = _find(keys, gone)
-                keys = np.delete(keys, pos[hit])
-                by[perm] = np.insert(keys, np.searchsorted(keys, came), came)
+                pk, pd = _overlay(*patches[perm], *self._input_delta_in(pred, perm))
+                _, held = _find(keys, pk)
+                differs = (pd == 0) != held  # the patch holds what the keys do not say
+                pk, pd = pk[differs], pd[differs]
+                if len(pk) > PATCH_MAX:
+                    pos, hit = _find(keys, pk[pd == NONE])
+                    keys = np.delete(keys, pos[hit])
+                    came = pk[pd == 0]
+                    by[perm] = np.insert(keys, np.searchsorted(keys, came), came)
+                    pk, pd = _E64, _E32
+                patches[perm] = (pk, pd)
         self._input_delta = {}
 
     def _work(self, iterations: int, facts: int) -> dict[str, int]:

@@ -11,9 +11,12 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from engine import segments as seg
+from engine import state_codec
 from engine.analysis.analyze import load_program
 from engine.dbsp import columnar
 from engine.dbsp.columnar import (
+    PATCH_MAX,
     POOL_SLACK,
     PURGE_MIN,
     YOUNG_MIN,
@@ -22,6 +25,7 @@ from engine.dbsp.columnar import (
     columnar_reason,
 )
 from engine.runtime import IncrementalEngine, RecomputeEngine
+from engine.segments import MemorySegments
 from tests.engine.dbsp.recursive_programs import chains_beside
 
 DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
@@ -117,8 +121,12 @@ class ColumnarMachine(RuleBasedStateMachine):
         tiny=st.booleans())
     def load(self, text, data, tiny):
         note(text)
-        if tiny:  # purge tombstones and compact the births pool at every chance
+        self.saved = (seg.PAGE_ROWS, seg.PAGED_MIN, state_codec.ARRAY_MIN, columnar.CODES_MIN)
+        if tiny:  # purge tombstones, compact the births pool and the input patches, and
+            # keep rows, arrays and codes in segments, at every chance
             columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = 0, 0, 0
+            columnar.PATCH_MAX = 0
+            seg.PAGE_ROWS, seg.PAGED_MIN, state_codec.ARRAY_MIN, columnar.CODES_MIN = 2, 2, 16, 2
         self.prog = load_program(text)
         self.col = IncrementalEngine(self.prog, data, "auto")
         self.tup = IncrementalEngine(self.prog, data, "auto", columnar=False)
@@ -136,9 +144,16 @@ class ColumnarMachine(RuleBasedStateMachine):
     def round_trip(self):
         self.col = IncrementalEngine.loads(self.col.dumps())
 
+    @rule()
+    def round_trip_through_segments(self):
+        store = MemorySegments()
+        self.col = IncrementalEngine.loads(self.col.dumps(store), store)
+
     def teardown(self):
         columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
-        columnar.YOUNG_MIN = YOUNG_MIN
+        columnar.YOUNG_MIN, columnar.PATCH_MAX = YOUNG_MIN, PATCH_MAX
+        if hasattr(self, "saved"):
+            seg.PAGE_ROWS, seg.PAGED_MIN, state_codec.ARRAY_MIN, columnar.CODES_MIN = self.saved
 
     @invariant()
     def equal(self):
