@@ -32,14 +32,41 @@ of ``engine.state_codec``):
   chain's positions; a page's tree is built without their ends. Until then the page's
   maximum in the top tree, written before they died, is an upper bound: it may cost one
   read of the page, never a wrong answer;
-- past ``COMPACT_SHARE`` of the base dead, or ``COMPACT_CHAIN`` deltas, the live
-  intervals are written as a new base (compaction: O(n) once per Ω(n) kills, or per
-  ``COMPACT_CHAIN`` saves).
+- at ``COMPACT_CHAIN`` deltas, the chain becomes one delta of every position dead
+  (O(dead), which stays under a share of the base); past ``COMPACT_SHARE`` of the base
+  dead, the live intervals are written as a new base (compaction: O(n) once per Ω(n)
+  kills).
 
 A static part built in memory (the initial evaluation, or a rebuild by ``add_many``) is
 written as a base when it has ``PAGED_MIN`` live intervals or more, inline in the root
 otherwise; any part saved without a segment store (an in-memory copy) is written inline,
 as its live intervals (the trees are built again when read).
+
+A whole index (``IntervalIndex``) of ``PAGED_MIN`` intervals or more keeps itself in
+segments too, its reference naming the static part's segments and the dynamic part's, so
+that what maintenance records costs a save what it changed, not what it accumulated:
+
+- the dynamic part is a *chain* of segments: the first holds its intervals, each with the
+  uid its treap gave it (``IntervalTree``); each later one, written by one save, the
+  intervals added since the open and the uids of those a stab took. A save after a run
+  that added and removed k dynamic intervals writes O(k) bytes, one after none nothing.
+  Opening replays the chain and builds the treap (it lives in memory, as it did);
+- when the changes in the chain would outnumber the intervals of its first segment, or
+  it holds ``COMPACT_CHAIN`` segments, the live dynamic intervals are written as a new
+  first segment instead: O(d) for d live, fewer than twice the changes it replaces, each
+  of which was written once before (or once per ``COMPACT_CHAIN`` saves). So an open
+  reads at most ``COMPACT_CHAIN`` segments, and at most twice the intervals of the first;
+- when the dynamic part passes ``COMPACT_SHARE`` of the static part's live intervals, or
+  when the static part writes a new base anyway (built in memory, or compacting), both
+  are *folded* into one new static part: O(n) once per Ω(n) intervals added, or riding
+  on a write of the static part that was due. So the treap an open builds never passes
+  ``COMPACT_SHARE`` of the static part. (There is no cap on its own size: a cap c would
+  fold an index of n intervals every c additions, O(n / c) bytes per interval added,
+  growing with the state.)
+
+A smaller index, or one saved without a segment store, is written inline: its static
+part, and the dynamic intervals as plain rows with their uids (one MessagePack call; the
+treap is built again when read).
 """
 
 import zlib
@@ -48,7 +75,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
-from engine.ivm.scan_tree import IntervalTree
+from engine.ivm.scan_tree import Interval, IntervalTree
 from engine.segments import (
     COMPACT_CHAIN,
     COMPACT_SHARE,
@@ -321,6 +348,16 @@ class StaticIntervals:
         return out
 
     # -- persistence ----------------------------------------------------------------------
+    def writes_base(self) -> bool:
+        """Whether a save (``__persist__``) writes the live intervals anew rather than
+        keep the base it was opened from: built in memory, or killed past the compaction
+        thresholds."""
+        base = self._base
+        killed = self._killed
+        return base is None or (
+            bool(killed) and len(self._dead) + len(killed) > COMPACT_SHARE * base.n
+        )
+
     def __getstate__(self) -> list[Record]:
         """Inline (no segment store, or a small part): the live intervals."""
         return self.live_records()
@@ -336,13 +373,14 @@ class StaticIntervals:
         memory)."""
         base = self._base
         killed = self._killed
-        if base is not None and not killed:
-            sink.keep([base.name, *base.chain])
-            return [base.name, list(base.chain)]
-        if base is not None and (
-            len(self._dead) + len(killed) <= COMPACT_SHARE * base.n
-            and len(base.chain) < COMPACT_CHAIN
-        ):
+        if not self.writes_base():
+            assert base is not None
+            if not killed:
+                sink.keep([base.name, *base.chain])
+                return [base.name, list(base.chain)]
+            if len(base.chain) >= COMPACT_CHAIN:  # one delta of every position dead
+                sink.keep([base.name])
+                return [base.name, [sink.write([pack_rows(sorted(self._dead | killed))])]]
             sink.keep([base.name, *base.chain])
             return [base.name, [*base.chain, sink.write([pack_rows(sorted(killed))])]]
         if self.live < PAGED_MIN:
@@ -375,11 +413,30 @@ class StaticIntervals:
 
 
 class IntervalIndex:
-    """One sensitivity index: a static part from bulk loads, a dynamic part for the rest."""
+    """One sensitivity index: a static part from bulk loads, a dynamic part for the rest;
+    kept in a segment store as the module says.
+
+    Against the segments it was opened from (``_chain``: the dynamic part's, ``_whole``
+    intervals in the first, ``_behind`` intervals and uids in the rest), the index knows
+    what changed in its dynamic part: the intervals with a uid past ``_mark`` (the last
+    one when opened) were added since, and ``_removed`` lists the uids up to it that a
+    stab took. Without a chain (built in memory, rebuilt by ``add_many``, read inline)
+    there is nothing to compare with: ``_mark`` is 0, and a save writes the part whole.
+    Like the static part, a save is relative to the open: the next one must come from
+    the state it wrote, opened again."""
 
     def __init__(self) -> None:
         self.static: StaticIntervals | None = None
         self.dynamic = IntervalTree()
+        self._opened(())
+
+    def _opened(self, chain: tuple[str, ...], whole: int = 0, behind: int = 0) -> None:
+        """Changes count from now, against ``chain`` (the dynamic part's segments)."""
+        self._chain = chain
+        self._whole = whole
+        self._behind = behind
+        self._mark = self.dynamic.uid if chain else 0
+        self._removed: list[int] = []
 
     def __len__(self) -> int:
         return (self.static.live if self.static else 0) + len(self.dynamic)
@@ -389,15 +446,9 @@ class IntervalIndex:
         # A rebuild of the static part costs O(n log n); single inserts O(log n) each:
         # rebuild only when the batch is large against what is there.
         if len(batch) * 4 > len(self):
-            records = batch
-            if self.static is not None:
-                records = records + self.static.live_records()
-            if len(self.dynamic):
-                records = records + [
-                    (b, lo, hi, p) for (b, lo, _), (_, hi), p in self.dynamic.tree.items()
-                ]
-                self.dynamic = IntervalTree()
-            self.static = StaticIntervals(records)
+            self.static = StaticIntervals(batch + self.intervals())
+            self.dynamic = IntervalTree()
+            self._opened(())
         else:
             for bucket, lo, hi, payload in batch:
                 self.dynamic.add(bucket, lo, hi, payload)
@@ -412,11 +463,92 @@ class IntervalIndex:
                 out.append((lo, hi, payload))
                 static.kill(pos)
         if len(self.dynamic):
-            out.extend(self.dynamic.stab(bucket, x))
+            mark = self._mark
+            for lo, hi, payload, uid in self.dynamic.stab_uids(bucket, x):
+                out.append((lo, hi, payload))
+                if uid <= mark:
+                    self._removed.append(uid)
         return out
 
     def intervals(self) -> list[Record]:
         """Every live interval (for tests and inspection)."""
         out = self.static.live_records() if self.static is not None else []
-        out += [(b, lo, hi, p) for (b, lo, _), (_, hi), p in self.dynamic.tree.items()]
+        out += [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
         return out
+
+    # -- persistence ----------------------------------------------------------------------
+    def __getstate__(self) -> list[Any]:
+        """Inline (no segment store, or a small index): the static part, the dynamic
+        intervals as rows with their uids, and the last uid."""
+        return [self.static, list(self.dynamic.records()), self.dynamic.uid]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        self.static, records, uid = state
+        self.dynamic = IntervalTree.load(records, uid)
+        self._opened(())
+
+    def __persist__(self, sink: SegmentSink) -> list[Any] | None:
+        """Save to a segment store: ``[static, chain, uid]`` (the static part's reference,
+        the dynamic part's segments, the last uid), or None to be written inline (a small
+        index, or values plain MessagePack cannot hold). Writes, as the module says,
+        nothing when nothing changed since the open, a delta of the dynamic changes, the
+        dynamic part whole, or the two parts folded into one static part."""
+        static = self.static
+        if len(self) < PAGED_MIN:
+            return None
+        dynamic = self.dynamic
+        if (static is None or static.writes_base()
+                or len(dynamic) > COMPACT_SHARE * static.live):
+            part = static if static is not None and not len(dynamic) else (
+                StaticIntervals(self.intervals()))
+            folded = part.__persist__(sink)
+            return None if folded is None else [folded, [], 0]
+        chain = list(self._chain)
+        added = [r for r in dynamic.records() if r[4] > self._mark] if chain else []
+        changes = len(added) + len(self._removed)
+        rows: list[Any] | None = None
+        if not chain or (changes and (
+            self._behind + changes > self._whole or len(chain) >= COMPACT_CHAIN
+        )):
+            chain = []
+            if len(dynamic):
+                rows = [list(dynamic.records()), []]
+        elif changes:
+            rows = [added, sorted(self._removed)]
+        try:
+            blob = None if rows is None else pack_rows(rows)
+        except (TypeError, ValueError, OverflowError):
+            return None  # an int beyond 64 bits: inline, as the state codec writes it
+        ref = static.__persist__(sink)
+        sink.keep(chain)
+        if blob is not None:
+            chain.append(sink.write([blob]))
+        return [ref, chain, dynamic.uid]
+
+    @classmethod
+    def __restore__(cls, source: SegmentSource, ref: Any) -> "IntervalIndex":
+        """Open what ``__persist__`` saved: the static part's index (no page), and the
+        dynamic part's chain, replayed into a treap."""
+        static, chain, last = ref
+        live: dict[int, Interval] = {}
+        whole = behind = 0
+        for k, name in enumerate(chain):
+            added, removed = unpack_rows(source.read(name))
+            for uid in removed:
+                if type(uid) is not int or live.pop(uid, None) is None:
+                    raise CorruptSegment(f"interval delta {name} removes uid {uid!r}")
+            for r in added:
+                if len(r) != 5 or type(r[0]) is not tuple or type(r[4]) is not int or not (
+                    0 < r[4] <= last
+                ) or r[4] in live:
+                    raise CorruptSegment(f"interval delta {name} adds {r!r}")
+                live[r[4]] = r
+            if k:
+                behind += len(added) + len(removed)
+            else:
+                whole = len(added)
+        obj = cls.__new__(cls)
+        obj.static = StaticIntervals.__restore__(source, static)
+        obj.dynamic = IntervalTree.load(live.values(), last)
+        obj._opened(tuple(chain), whole, behind)
+        return obj

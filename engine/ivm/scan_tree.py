@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 Op = Callable[[Any, Any], Any]
+Interval = tuple[tuple[Any, ...], Any, Any, Any, int]  # (bucket, lo, hi, payload, uid)
 
 
 class _Node:
@@ -211,6 +212,11 @@ class IntervalTree:
 
     ``bucket`` is a tuple (the values of the atom's earlier columns, α in the paper's
     SensIndex(α…, a, b, γ…)); intervals only match points of their own bucket.
+
+    Each interval gets a *uid* when added, from a counter (``uid``, the last one handed
+    out): its key is ``(bucket, lo, uid)``, so equal intervals stay apart. ``records``,
+    ``load`` and ``stab_uids`` name intervals by it, so that a copy saved elsewhere can be
+    told which of its intervals a stab took (``engine.ivm.interval_index``).
     """
 
     def __init__(self) -> None:
@@ -219,6 +225,11 @@ class IntervalTree:
 
     def __len__(self) -> int:
         return len(self.tree)
+
+    @property
+    def uid(self) -> int:
+        """The last uid handed out (0: none yet)."""
+        return self._uid
 
     def add_many(self, intervals: Iterable[tuple[tuple[Any, ...], Any, Any, Any]]) -> None:
         batch = []
@@ -233,19 +244,42 @@ class IntervalTree:
             for key, end, payload in batch:
                 self.tree.insert(key, end, payload)
 
-    def add(self, bucket: tuple[Any, ...], lo: Any, hi: Any, payload: Any = None) -> None:
+    def add(self, bucket: tuple[Any, ...], lo: Any, hi: Any, payload: Any = None) -> int:
+        """Add ``[lo, hi]`` to ``bucket``; returns its uid."""
         self._uid += 1
         self.tree.insert((bucket, lo, self._uid), (bucket, hi), payload)
+        return self._uid
+
+    def records(self) -> Iterator[Interval]:
+        """Every interval as ``(bucket, lo, hi, payload, uid)``, in order of start."""
+        for (bucket, lo, uid), (_, hi), payload in self.tree.items():
+            yield bucket, lo, hi, payload, uid
+
+    @classmethod
+    def load(cls, records: Iterable[Interval], uid: int) -> "IntervalTree":
+        """A tree of ``records`` (as ``records`` gives them, in any order) keeping their
+        uids, which must be distinct and at most ``uid``, the last handed out: new
+        intervals get uids after it. A balanced build, O(n log n)."""
+        tree = cls()
+        tree.tree.bulk_load([((b, lo, u), (b, hi), p) for b, lo, hi, p, u in records])
+        tree._uid = uid
+        return tree
 
     def stab(
         self, bucket: tuple[Any, ...], x: Any, remove: bool = True
     ) -> list[tuple[Any, Any, Any]]:
         """Every interval of ``bucket`` that contains ``x``, as ``(lo, hi, payload)``;
         with ``remove`` they are also taken out of the tree (Veldhuizen 2014, §4.1)."""
+        return [(lo, hi, payload) for lo, hi, payload, _ in self.stab_uids(bucket, x, remove)]
+
+    def stab_uids(
+        self, bucket: tuple[Any, ...], x: Any, remove: bool = True
+    ) -> list[tuple[Any, Any, Any, int]]:
+        """``stab``, each interval with its uid: ``(lo, hi, payload, uid)``."""
         found: list[_Node] = []
         point = (bucket, x)
         self._stab(self.tree.root, bucket, point, found)
-        out = [(n.key[1], n.value[1], n.payload) for n in found]
+        out = [(n.key[1], n.value[1], n.payload, n.key[2]) for n in found]
         if remove:
             for n in found:
                 self.tree.remove(n.key)
