@@ -239,9 +239,10 @@ class IncrementalEngine:
         return self._one(name, row) in self.store[name]
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 6  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    STATE_FORMAT = 7  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
     # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs,
-    # arrays); 6: the columnar kernel's hash index and commit arrays saved
+    # arrays); 6: the columnar kernel's hash index and commit arrays saved; 7: support
+    # counts and functional heads of sensitivity strata as paged maps
 
     def dumps(self, sink: SegmentSink | None = None) -> bytes:
         """The engine state (relations, support counts, sensitivity indices, aggregate and

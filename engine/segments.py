@@ -14,6 +14,11 @@ run changed, as a delta segment the next open replays; when the deltas pass a sh
 the run, the merged rows are written as a new run instead (compaction). So a run that
 changes k rows of an n-row relation reads O(k) pages and writes O(k) rows, amortized.
 
+A ``PagedDict`` is the same for a dict of rows (support counts, a functional head's rows
+by key): a run of (key, value) pairs and the entries set and deleted since, saved as a
+delta of the entries changed (a chain past ``COMPACT_CHAIN`` folded into one delta of all
+entries changed since the run). A state marks a large dict ``PagedMapping`` to keep it so.
+
 Pure: the bytes come from and go to a ``SegmentSource`` / ``SegmentSink`` that the store
 outside the engine hands in (``pipelines/state_store.py`` maps files); nothing here opens
 a file. Reading a segment decodes data only (MessagePack with the two seek sentinels as
@@ -21,9 +26,10 @@ the only extension), never code.
 """
 
 import heapq
+import uuid
 import zlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import ItemsView, Iterable, Iterator, MutableMapping
 from typing import Any, Protocol
 
 import msgpack
@@ -344,19 +350,22 @@ class PagedRows:
     # -- persistence --------------------------------------------------------------------
     def persist(self, sink: SegmentSink) -> list[Any]:
         """Save: ``[run, chain]`` naming the segments to open it from. Writes the rows
-        changed since it was opened as one delta segment, or, past the compaction
-        thresholds, all rows as a new run."""
+        changed since it was opened as one delta segment (when the chain is full, one
+        delta of every row changed since the run: O(overlay), under a share of the run),
+        or, past ``COMPACT_SHARE`` of the run changed, all rows as a new run."""
         overlay = len(self._ins) + len(self._era)
         base = self._run.n if self._run is not None else 0
-        if self._run is None or overlay > max(PAGED_MIN, COMPACT_SHARE * base) or (
-            self._log and len(self._chain) >= COMPACT_CHAIN
-        ):
+        if self._run is None or overlay > max(PAGED_MIN, COMPACT_SHARE * base):
             return [write_run(sink, iter(self)), []]
+        if not self._log:
+            sink.keep([self._run_name, *self._chain])  # type: ignore[list-item]
+            return [self._run_name, list(self._chain)]
+        if len(self._chain) >= COMPACT_CHAIN:  # the chain as one delta: every change since
+            sink.keep([self._run_name])  # type: ignore[list-item]
+            changes = [(r, 1) for r in self._ins] + [(r, -1) for r in sorted(self._era)]
+            return [self._run_name, [sink.write([pack_rows(changes)])]]
         sink.keep([self._run_name, *self._chain])  # type: ignore[list-item]
-        if self._log:
-            chain = [*self._chain, sink.write([pack_rows(list(self._log.items()))])]
-            return [self._run_name, chain]
-        return [self._run_name, list(self._chain)]
+        return [self._run_name, [*self._chain, sink.write([pack_rows(list(self._log.items()))])]]
 
     @classmethod
     def open(cls, source: SegmentSource, ref: Any) -> "PagedRows":
@@ -373,6 +382,189 @@ class PagedRows:
         return [write_run(sink, rows), []]
 
 
+_MISSING = object()
+
+
+class PagedDict(MutableMapping[Any, Any]):
+    """A dict of rows (keys) to plain values (ints, rows): a ``SortedRun`` of (key, value)
+    pairs in key order on disk, and the entries set and deleted since, in memory.
+
+    A key is looked up with ``ceil((key,))``: ``(key,)`` sorts before every ``(key,
+    value)`` and after every pair of a smaller key. The size is kept, not counted; opening
+    reads the run's index and the delta chain, no page. Iteration (keys, ``items``) is in
+    key order."""
+
+    __slots__ = ("_chain", "_del", "_log", "_n", "_run", "_run_name", "_set")
+
+    def __init__(self, run: SortedRun, run_name: str, chain: list[str], n: int,
+                 changes: Iterable[tuple[Any, ...]] = ()):
+        self._run = run
+        self._run_name = run_name
+        self._chain = chain
+        self._n = n
+        self._set: dict[Any, Any] = {}  # key -> value, for keys set since the run
+        self._del: set[Any] = set()  # keys deleted since the run (not all in it)
+        self._log: dict[Any, tuple[Any, ...]] = {}  # key -> (value,) or () since the open
+        for key, *entry in changes:
+            self._change(key, tuple(entry))
+
+    # -- reading ------------------------------------------------------------------------
+    def _find(self, key: Any) -> Any:
+        """The value of ``key``, or ``_MISSING``."""
+        got = self._set.get(key, _MISSING)
+        if got is not _MISSING or key in self._del:
+            return got
+        row = self._run.ceil((key,))
+        return row[1] if row is not None and row[0] == key else _MISSING
+
+    def __getitem__(self, key: Any) -> Any:
+        got = self._find(key)
+        if got is _MISSING:
+            raise KeyError(key)
+        return got
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        got = self._find(key)
+        return default if got is _MISSING else got
+
+    def __contains__(self, key: object) -> bool:
+        return self._find(key) is not _MISSING
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _rows(self) -> Iterator[tuple[Any, Any]]:
+        """The (key, value) pairs in key order."""
+        changed, gone = self._set, self._del
+        base = (r for r in self._run if r[0] not in changed and r[0] not in gone)
+        return heapq.merge(base, sorted(changed.items()))
+
+    def __iter__(self) -> Iterator[Any]:
+        return (key for key, _ in self._rows())
+
+    def items(self) -> "_PagedItems":
+        return _PagedItems(self)
+
+    @property
+    def pages_read(self) -> int:
+        return self._run.pages_read
+
+    # -- changes ------------------------------------------------------------------------
+    def _change(self, key: Any, entry: tuple[Any, ...]) -> None:
+        """Set (``entry`` is ``(value,)``) or delete (``()``) ``key`` over the run."""
+        if entry:
+            self._set[key] = entry[0]
+            self._del.discard(key)
+        else:
+            self._set.pop(key, None)
+            self._del.add(key)
+
+    def _put(self, key: Any, entry: tuple[Any, ...]) -> None:
+        self._change(key, entry)
+        self._log[key] = entry
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self._find(key) is _MISSING:
+            self._n += 1
+        self._put(key, (value,))
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        got = self._find(key)
+        if got is not _MISSING:
+            return got
+        self._n += 1
+        self._put(key, (default,))
+        return default
+
+    def __delitem__(self, key: Any) -> None:
+        if self._find(key) is _MISSING:
+            raise KeyError(key)
+        self._n -= 1
+        self._put(key, ())
+
+    # -- persistence --------------------------------------------------------------------
+    def persist(self, sink: SegmentSink) -> list[Any]:
+        """Save: ``[run, chain, size]``. Writes the entries changed since the open as one
+        delta segment; with ``COMPACT_CHAIN`` deltas behind the run, all entries changed
+        since the run as the one delta instead; past a share of the run, a new run."""
+        name, chain = self._run_name, self._chain
+        if len(self._set) + len(self._del) > max(PAGED_MIN, COMPACT_SHARE * self._run.n):
+            return self.write(sink, self._rows(), self._n)
+        if not self._log:
+            sink.keep([name, *chain])
+            return [name, list(chain), self._n]
+        if len(chain) >= COMPACT_CHAIN:
+            blob = pack_rows([*self._set.items(), *((key,) for key in self._del)])
+            sink.keep([name])
+            return [name, [sink.write([blob])], self._n]
+        blob = pack_rows([(key, *entry) for key, entry in self._log.items()])
+        sink.keep([name, *chain])
+        return [name, [*chain, sink.write([blob])], self._n]
+
+    @classmethod
+    def open(cls, source: SegmentSource, ref: Any) -> "PagedDict":
+        run_name, chain, n = ref
+        changes: list[tuple[Any, ...]] = []
+        for name in chain:
+            changes.extend(unpack_rows(source.read(name)))
+        return cls(SortedRun(source.read(run_name)), run_name, list(chain), n, changes)
+
+    @classmethod
+    def write(cls, sink: SegmentSink, items: Iterable[tuple[Any, Any]], n: int) -> list[Any]:
+        """A reference for the ``n`` ``items`` ((key, value) pairs in key order, distinct
+        keys), written as a new run."""
+        return [write_run(sink, items), [], n]
+
+
+class _PagedItems(ItemsView[Any, Any]):
+    """``PagedDict.items()``: iterated from the run and the changes (one pass), not a
+    lookup per key."""
+
+    __slots__ = ()
+    _mapping: PagedDict
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return self._mapping._rows()
+
+
+class PagedMapping:
+    """A mark on a large dict of rows (or a ``PagedDict``) in a state being saved
+    (``__persist__``): written as a ``PagedDict`` when the state goes to a segment store
+    and read back as one; otherwise (no store, or a key or value not plain, an int past
+    64 bits) saved as a dict and read back as this mark around the dict (``unwrap``)."""
+
+    __slots__ = ("mapping",)
+
+    def __init__(self, mapping: MutableMapping[Any, Any]):
+        self.mapping = mapping
+
+    @staticmethod
+    def unwrap(value: Any) -> Any:
+        """A value of a state read back: the dict or ``PagedDict`` a mark held, or the
+        value itself when it is no mark."""
+        return value.mapping if type(value) is PagedMapping else value
+
+    def __getstate__(self) -> dict[Any, Any]:
+        mapping = self.mapping
+        return mapping if type(mapping) is dict else dict(mapping.items())
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        self.mapping = state
+
+    def __persist__(self, sink: SegmentSink) -> list[Any] | None:
+        mapping = self.mapping
+        try:
+            if type(mapping) is PagedDict:
+                return mapping.persist(sink)
+            return PagedDict.write(sink, sorted(mapping.items()), len(mapping))
+        except (OverflowError, TypeError, ValueError):  # not plain: saved inline
+            return None
+
+    @classmethod
+    def __restore__(cls, source: SegmentSource, ref: Any) -> PagedDict:
+        return PagedDict.open(source, ref)
+
+
 
 class MemorySegments:
     """A segment store in memory (a ``SegmentSink`` and ``SegmentSource`` at once): for
@@ -383,9 +575,10 @@ class MemorySegments:
         self.arrays: list[np.ndarray] = []
         self.kept: set[str] = set()
         self.count = 0
+        self.prefix = f"m{uuid.uuid4().hex[:8]}-"  # no two stores share a name
 
     def write(self, parts: list[bytes], paged: bool = False) -> str:
-        name = f"m{self.count}"  # never reused, even when segments are dropped
+        name = f"{self.prefix}{self.count}"  # never reused, even when segments are dropped
         self.count += 1
         self.segments[name] = b"".join(parts)
         return name

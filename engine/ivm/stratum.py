@@ -7,7 +7,7 @@ is an error.
 """
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from engine.analysis.containment import supersets
@@ -19,6 +19,7 @@ from engine.ivm.aggregates import GroupAggregates
 from engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
 from engine.join.plan import Env
 from engine.join.trie import JoinStats
+from engine.segments import PAGED_MIN, PagedDict, PagedMapping
 from engine.semantics import coerce
 from engine.storage import Delta, RelationStore
 from engine.syntax.ast import Var
@@ -113,12 +114,31 @@ class SensitivityStratum:
         self.stratum = stratum
         self.preds = stratum.preds
         self.heads: list[_RuleHead] = []
-        self.support: dict[str, dict[Row, int]] = {p: {} for p in stratum.preds}
+        # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
+        self.support: dict[str, MutableMapping[Row, int]] = {p: {} for p in stratum.preds}
         self.work: dict[str, int] = {}
         # Functional heads: the present row of every key, to catch a second value.
-        self.by_key: dict[str, dict[Row, Row]] = {
+        self.by_key: dict[str, MutableMapping[Row, Row]] = {
             p: {} for p in stratum.preds if prog.schemas[p].functional
         }
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a saved state keeps: the large support counts and functional heads' rows
+        by key marked ``PagedMapping`` (in a segment store, runs read back as ``PagedDict``,
+        of which a save writes the entries changed since the open)."""
+        state = dict(self.__dict__)
+
+        def paged(d: MutableMapping[Row, Any]) -> Any:
+            return PagedMapping(d) if type(d) is PagedDict or len(d) >= PAGED_MIN else d
+
+        state["support"] = {p: paged(d) for p, d in self.support.items()}
+        state["by_key"] = {p: paged(d) for p, d in self.by_key.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.support = {p: PagedMapping.unwrap(d) for p, d in self.support.items()}
+        self.by_key = {p: PagedMapping.unwrap(d) for p, d in self.by_key.items()}
 
     def initialize(self, store: RelationStore) -> dict[str, set[Row]]:
         stats, counters = JoinStats(), WorkCounters()

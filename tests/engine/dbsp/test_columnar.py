@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine import segments as seg
-from engine import state_codec
+from engine import state_codec, storage
 from engine.analysis.analyze import load_program
 from engine.dbsp import columnar
 from engine.dbsp.columnar import (
@@ -121,12 +121,15 @@ class ColumnarMachine(RuleBasedStateMachine):
         tiny=st.booleans())
     def load(self, text, data, tiny):
         note(text)
-        self.saved = (seg.PAGE_ROWS, seg.PAGED_MIN, state_codec.ARRAY_MIN, columnar.CODES_MIN)
+        self.saved = (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
+                      columnar.CODES_MIN)
+        self.store = MemorySegments()  # every save goes to the store the engine came from
         if tiny:  # purge tombstones, compact the births pool and the input patches, and
             # keep rows, arrays and codes in segments, at every chance
             columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = 0, 0, 0
             columnar.PATCH_MAX = 0
-            seg.PAGE_ROWS, seg.PAGED_MIN, state_codec.ARRAY_MIN, columnar.CODES_MIN = 2, 2, 16, 2
+            seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN = 2, 2, 2
+            state_codec.ARRAY_MIN, columnar.CODES_MIN = 16, 2
         self.prog = load_program(text)
         self.col = IncrementalEngine(self.prog, data, "auto")
         self.tup = IncrementalEngine(self.prog, data, "auto", columnar=False)
@@ -146,14 +149,14 @@ class ColumnarMachine(RuleBasedStateMachine):
 
     @rule()
     def round_trip_through_segments(self):
-        store = MemorySegments()
-        self.col = IncrementalEngine.loads(self.col.dumps(store), store)
+        self.col = IncrementalEngine.loads(self.col.dumps(self.store), self.store)
 
     def teardown(self):
         columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
         columnar.YOUNG_MIN, columnar.PATCH_MAX = YOUNG_MIN, PATCH_MAX
         if hasattr(self, "saved"):
-            seg.PAGE_ROWS, seg.PAGED_MIN, state_codec.ARRAY_MIN, columnar.CODES_MIN = self.saved
+            (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
+             columnar.CODES_MIN) = self.saved
 
     @invariant()
     def equal(self):
