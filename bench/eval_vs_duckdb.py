@@ -27,7 +27,7 @@ from engine.syntax.ast import Atom, Negation
 from engine.syntax.parser import parse_program
 from engine.values import Row
 
-DEBIAN_PROGRAM = Path(__file__).resolve().parent.parent / "pipelines" / "debian" / "program.dl"
+DEBIAN_PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "debian" / "program.dl"
 
 TC_PROGRAM = """\
 .decl edge(src: int, dst: int)

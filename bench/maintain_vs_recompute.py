@@ -79,7 +79,7 @@ def _acyclic_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]
 def _debian_nonrecursive() -> str:
     """The non-recursive rules of examples/debian/program.dl (requires, the reverse
     dependency count, required, leaf), with the declarations."""
-    text = (ROOT / "pipelines" / "debian" / "program.dl").read_text()
+    text = (ROOT / "examples" / "debian" / "program.dl").read_text()
     keep = []
     for line in text.splitlines():
         s = line.strip()
