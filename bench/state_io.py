@@ -12,15 +12,20 @@ per table, then ``dagster job execute -m dagster_project.definitions -j stateio_
 in a process of its own (what a user or a schedule starts), timed from outside, its peak
 RSS (the largest of its processes) taken from the OS, and the engine's own numbers read
 from the run's materializations in the Dagster instance: ``state_open_s`` (reading the
-saved state and opening the engine), ``state_save_s``, ``state_bytes_written`` and the
-engine's own seconds, summed over the two strata, and the strata's whole runs (``strata
-s``: the run less the Dagster CLI's own start, definitions and event log, about 2 s here
-at any size). The median run of ``RUNS`` is shown.
+saved state and opening the engine), ``state_bytes_read`` (segments read whole and the
+pages of large sorted runs mapped in), ``state_save_s``, ``state_bytes_written`` and the
+engine's own seconds, summed over the two strata; the strata's whole runs (``strata s``:
+the run less the Dagster CLI's own start, definitions and event log, about 2 s here at any
+size); and the run's own duration as the Dagster instance records it (its start to its
+end: what the UI shows, without the CLI process's start). The median run of ``RUNS`` is
+shown, with ratios against the size of 10^4 rows per table.
 
-The peer: DuckDB recomputing both queries from the same data in this process (what a run
-costs that keeps no state at all), and the ratio of our run to it.
+The peers, on the same data at each size: DuckDB recomputing both queries from the rows in
+this process, and Spark (local, the session started beforehand) recomputing them from the
+EDB tables' files with the program compiled as the ``<pipeline>_rebuild`` job does (best
+of two; rows counted in Spark): what a run costs that keeps no state at all.
 
-    .venv/bin/python -m bench.state_io [--quick] [--max-size N | --full]
+    .venv/bin/python -m bench.state_io [--quick] [--max-size N | --full] [--no-spark]
 """
 
 import argparse
@@ -39,8 +44,9 @@ from bench.common import format_table, write_pipeline
 from engine.values import Row
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = (10_000, 100_000, 1_000_000)
-DEFAULT_MAX = 100_000  # 10^6 takes minutes to load: --full or --max-size
+# Rows per table (two tables): 10^3 to 10^7 base tuples in all.
+SIZES = (500, 10_000, 100_000, 1_000_000, 5_000_000)
+DEFAULT_MAX = 100_000  # 10^6 per table takes minutes to load: --full or --max-size
 RUNS = 3
 CHANGE = 10
 PIPELINE = "stateio"
@@ -132,7 +138,7 @@ def _engine_numbers(home: Path) -> dict[str, float]:
 
     os.environ["DAGSTER_HOME"] = str(home)
     totals = {"state_open_s": 0.0, "state_save_s": 0.0, "state_bytes_written": 0.0,
-              "engine_seconds": 0.0, "strata_s": 0.0}
+              "state_bytes_read": 0.0, "engine_seconds": 0.0, "strata_s": 0.0}
     with dg.DagsterInstance.get() as instance:
         keys = {k.path[-1]: k for k in instance.get_asset_keys()}
         for name in STRATA_KEYS:
@@ -166,7 +172,34 @@ def _duckdb_seconds(data: Data) -> float:
     return time.perf_counter() - start
 
 
-def measure(n: int, say: Any = print) -> dict[str, Any]:
+def _dagster_run_seconds(home: Path) -> float:
+    """The last run's own duration in the Dagster instance (its start to its end, as the
+    UI shows it): the run without the CLI process's start and definitions."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        [record] = instance.get_run_records(limit=1)
+        assert record.start_time is not None and record.end_time is not None
+        return record.end_time - record.start_time
+
+
+def _spark_seconds(spark: Any, root: Path, spec: Any) -> float:
+    """Spark recomputing both queries from the EDB tables' latest versions (read from their
+    files), counted in Spark; the session is started before."""
+    from pipelines import delta_io
+    from pipelines.spark.compiler import recompute
+
+    frames = {p: delta_io.spark_dataframe(spark, spec.table_uri(root, p), None)
+              for p in spec.program.edb}
+    start = time.perf_counter()
+    got = recompute(spark, spec.program, frames, list(STRATA_KEYS))
+    for df in got.values():
+        df.count()
+    return time.perf_counter() - start
+
+
+def measure(n: int, say: Any = print, spark: Any = None) -> dict[str, Any]:
     from pipelines.warehouse import write_edb
 
     rng = random.Random(20261125)
@@ -190,35 +223,63 @@ def measure(n: int, say: Any = print) -> dict[str, Any]:
             write_edb(root, spec, _tables(spec, data))
             got = _dagster_run(env)
             got.update(_engine_numbers(home))
+            got["dagster_run_s"] = _dagster_run_seconds(home)
             runs.append(got)
         state_bytes = sum(f.stat().st_size for f in (root / "_deltalog_state").rglob("*")
                           if f.is_file())
         duck = min(_duckdb_seconds(data) for _ in range(2))
+        sparks = min(_spark_seconds(spark, root, spec) for _ in range(2)) if spark else None
     median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
     return {"n": base, "full_s": full["seconds"], "state_mb": state_bytes / 2**20,
-            "duckdb_s": duck, **{k: v for k, v in median.items() if k != "stderr"},
+            "duckdb_s": duck, "spark_s": sparks,
+            **{k: v for k, v in median.items() if k != "stderr"},
             "bytes_written_runs": [r["state_bytes_written"] for r in runs]}
 
 
-def run(sizes: Sequence[int], say: Any = print) -> list[dict[str, Any]]:
-    results = [measure(n, say) for n in sizes]
-    first = results[0]
-    rows = []
-    for r in results:
-        rows.append([
-            r["n"], f"{r['state_mb']:.1f}", r["full_s"], r["seconds"],
-            f"{r['seconds'] / first['seconds']:.2f}x", r["strata_s"],
-            f"{r['strata_s'] / first['strata_s']:.2f}x", round(r["rss_mb"]),
-            round(r["rss_mb"] - first["rss_mb"]), r["state_open_s"], r["engine_seconds"],
-            r["state_save_s"], f"{r['state_bytes_written'] / 1024:,.0f}",
-            r["duckdb_s"], f"{r['seconds'] / r['duckdb_s']:.2f}x",
-        ])
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def run(sizes: Sequence[int], say: Any = print, spark: bool = False) -> list[dict[str, Any]]:
+    session = None
+    if spark:
+        from pipelines.spark.session import make_spark_session
+
+        session = make_spark_session("deltalog-bench-state-io")
+    try:
+        results = [measure(n, say, session) for n in sizes]
+    finally:
+        if session is not None:
+            session.stop()
+    # The reference row: 10^4 rows per table when measured (the aim compares 10^6 with it).
+    ref = next((r for r in results if r["n"] == 20_000), results[0])
+    say(f"Ratios against {ref['n']:,} base tuples.")
     say(format_table(
-        ["base tuples", "state MiB", "full load s", "run s", "vs smallest", "strata s",
-         "vs smallest", "peak RSS MiB",
-         "RSS vs smallest", "state open s", "engine s", "state save s", "state KiB written",
-         "DuckDB recompute s", "run / DuckDB"],
-        rows,
+        ["base tuples", "state MiB", "full load s", "run s (CLI)", "ratio", "Dagster run s",
+         "ratio", "strata s", "ratio", "peak RSS MiB", "RSS vs ref MiB"],
+        [[r["n"], f"{r['state_mb']:.1f}", r["full_s"], r["seconds"],
+          _ratio(r["seconds"], ref["seconds"]), r["dagster_run_s"],
+          _ratio(r["dagster_run_s"], ref["dagster_run_s"]), r["strata_s"],
+          _ratio(r["strata_s"], ref["strata_s"]), round(r["rss_mb"]),
+          round(r["rss_mb"] - ref["rss_mb"])] for r in results],
+    ))
+    say(format_table(
+        ["base tuples", "state open s", "ratio", "state KiB read", "ratio", "state KiB written",
+         "ratio", "engine s", "state save s"],
+        [[r["n"], r["state_open_s"], _ratio(r["state_open_s"], ref["state_open_s"]),
+          f"{r['state_bytes_read'] / 1024:,.0f}",
+          _ratio(r["state_bytes_read"], ref["state_bytes_read"]),
+          f"{r['state_bytes_written'] / 1024:,.0f}",
+          _ratio(r["state_bytes_written"], ref["state_bytes_written"]),
+          r["engine_seconds"], r["state_save_s"]] for r in results],
+    ))
+    say(format_table(
+        ["base tuples", "run s (CLI)", "DuckDB recompute s", "run / DuckDB",
+         "Spark recompute s", "run / Spark"],
+        [[r["n"], r["seconds"], r["duckdb_s"], _ratio(r["seconds"], r["duckdb_s"]),
+          "-" if r["spark_s"] is None else r["spark_s"],
+          "-" if r["spark_s"] is None else _ratio(r["seconds"], r["spark_s"])]
+         for r in results],
     ))
     return results
 
@@ -228,13 +289,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="10^4 tuples per table only")
     ap.add_argument("--max-size", type=int, default=DEFAULT_MAX,
                     help=f"largest number of tuples per table (default {DEFAULT_MAX:,})")
-    ap.add_argument("--full", action="store_true", help="up to 10^6 tuples per table")
+    ap.add_argument("--full", action="store_true",
+                    help="up to 5*10^6 tuples per table (10^7 base tuples)")
+    ap.add_argument("--no-spark", action="store_true", help="DuckDB as the only peer")
     args = ap.parse_args(argv)
     top = 10_000 if args.quick else (max(SIZES) if args.full else args.max_size)
     sizes = [s for s in SIZES if s <= top]
     print(f"A run through the Dagster CLI after a {CHANGE}-row change to each of two tables "
           f"(triangles: sensitivity indices; closure: columnar DBSP); median of {RUNS} runs")
-    run(sizes)
+    run(sizes, spark=not args.no_spark)
     return 0
 
 

@@ -127,6 +127,7 @@ class StratumRun:
         self.writer = CommitWriter(root, spec, index, self.notes)
         self.start = time.perf_counter()
         self.state_bytes = 0  # bytes the last save wrote (segments and manifest)
+        self.state_bytes_read = 0  # bytes of the saved state the run read before saving
         self.state_segments = 0  # live segments of the saved state
         self.opened: Reader | None = None  # the store the engine was opened from
         self.history: list[list[Any]] = []  # the saved state's record of earlier runs
@@ -440,6 +441,8 @@ class StratumRun:
                                      {p: txns[p][1] for p in self.preds}]],
         )
         self.history = state.history
+        if self.opened is not None:
+            self.state_bytes_read += self.opened.bytes_touched()
         saved = save_state(self.path, state, engine.dumps, self.opened, self.index)
         self.opened = None  # its segments may be gone: the engine now stands for `state`
         self.state_bytes = saved["bytes_written"]
@@ -470,6 +473,7 @@ class StratumRun:
             "idb_inserted": sum(i for i, _ in written.counts.values()),
             "idb_erased": sum(d for _, d in written.counts.values()),
             "state_bytes_written": self.state_bytes,
+            "state_bytes_read": self.state_bytes_read,
             "state_segments": self.state_segments,
             "state_open_s": round(self.state_open_s, 4),
             "state_save_s": round(self.state_save_s, 4),

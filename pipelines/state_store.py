@@ -207,7 +207,29 @@ class Reader:
         self.maps: dict[str, mmap.mmap] = {}
         # id(array) -> (the array, its reference, its mapping, page -> bytes laid over it)
         self.arrays: dict[int, tuple[np.ndarray, list[Any], mmap.mmap, dict[int, bytes]]] = {}
-        self.bytes_read = 0
+        self.bytes_read = 0  # segments read whole (checked, or arrays laid over)
+        self.unchecked: set[str] = set()  # large sorted runs, read a page at a time
+
+    def bytes_touched(self) -> int:
+        """Bytes of the state this reader has read so far: the segments read whole, and of
+        the large sorted runs read a page at a time, the pages this process has mapped in
+        (their resident share of the mapping in ``/proc/self/smaps``: the pages touched and
+        the kernel's read-around). Where smaps cannot be read, the runs count whole."""
+        if not self.unchecked:
+            return self.bytes_read
+        paths = {str(self.folder / name) for name in self.unchecked}
+        resident = 0
+        try:
+            with open("/proc/self/smaps", encoding="utf-8", errors="replace") as f:
+                ours = False
+                for line in f:
+                    if line[:1] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                        ours = line.rstrip("\n").split(None, 5)[-1] in paths
+                    elif ours and line.startswith("Rss:"):
+                        resident += int(line.split()[1]) * 1024
+        except OSError:
+            return self.bytes_read + sum(self.segments[n][0] for n in self.unchecked)
+        return self.bytes_read + resident
 
     def _map(self, name: str, access: int = mmap.ACCESS_READ) -> mmap.mmap:
         meta = self.segments.get(name)
@@ -235,12 +257,15 @@ class Reader:
                 self.bytes_read += size
                 if zlib.crc32(mm) != crc:
                     raise StoreError(f"segment {name} fails its checksum")
+            else:
+                self.unchecked.add(name)
         return memoryview(mm)[: self.segments[name][0]]
 
     def open_array(self, ref: list[Any]) -> np.ndarray:
         dtype, shape, base, deltas = ref
         mm = self._map(base, mmap.ACCESS_COPY)
         crc = self.segments[base][1]
+        self.bytes_read += len(mm)
         if zlib.crc32(mm) != crc:
             raise StoreError(f"array segment {base} fails its checksum")
         count = int(np.prod(shape)) if shape else 1

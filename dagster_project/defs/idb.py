@@ -52,6 +52,7 @@ WORK_COUNTERS = (
     "rows_gathered",
     "facts_touched",
     "state_bytes_written",
+    "state_bytes_read",
     "state_segments",
     "state_open_s",
     "state_save_s",
