@@ -19,7 +19,10 @@ of its own (``state_dir``): immutable segment files and a manifest, ``CURRENT``.
   the CRC-32 of every segment when read (roots, deltas, sorted runs up to
   ``CHECKED_MAX``), of every array when mapped
   (the numba kernels read arrays anywhere, so an array is checked whole: bandwidth-bound,
-  about 0.4 ms per MB), and of every page of a sorted run when the page is decoded. A
+  about 0.4 ms per MB), and of every page of a sorted run when the page is decoded. An
+  array or sorted run checked whole once carries a stamp (the file's inode and change
+  time) and is not checked whole again while its file keeps it, except every
+  ``RECHECK_RUNS`` runs: any write to a file changes its change time. A
   failure at open is no state (the caller rebuilds from the tables and says so); a page
   that fails later raises ``engine.segments.CorruptSegment``, which the run turns into a
   rebuild before anything is committed, or into a dropped state when it comes while saving.
@@ -69,6 +72,12 @@ ARRAY_SHARE = 0.25
 ARRAY_CHAIN = 32
 # Runs remembered in the manifest (what each consumed, for lineage over history).
 HISTORY_MAX = 256
+# A large segment checked whole once is not checked again while its file is unchanged
+# (same inode and change time), except once every this many runs (spread by name).
+RECHECK_RUNS = 64
+# A stamp is recorded only for a file last changed this long before it was checked, so
+# that a write within the file system's timestamp granularity still tells.
+STAMP_AGE_NS = 2_000_000_000
 
 
 class StoreError(ValueError):
@@ -118,7 +127,7 @@ class StratumState:
         """A reader of this state's segments (mapped on demand)."""
         if self.folder is None:
             raise StoreError("a state that was not read from a store")
-        return Reader(self.folder, self.segments)
+        return Reader(self.folder, self.segments, self.seq)
 
 
 def state_dir(root: str | Path, pipeline: str, state_root: str | Path | None = None) -> Path:
@@ -181,7 +190,7 @@ def load_state(path: Path) -> StratumState | None:
             table_ids={str(k): str(v) for k, v in h["table_ids"].items()},
             history=[list(e) for e in h.get("history", [])],
             root=str(fields["root"]),
-            segments={str(k): [int(v[0]), int(v[1]), bool(v[2])]
+            segments={str(k): [int(v[0]), int(v[1]), bool(v[2]), _stamp(v[3:])]
                       for k, v in fields["segments"].items()},
             folder=path,
         )
@@ -196,14 +205,30 @@ def load_state(path: Path) -> StratumState | None:
     return state
 
 
+def _stamp(rest: list[Any]) -> list[int] | None:
+    """A segment's check stamp from its manifest entry: [inode, change time in ns] of the
+    file when it was last checked whole (None: never, or an entry without one)."""
+    if not rest or not isinstance(rest[0], list) or len(rest[0]) != 2:
+        return None
+    return [int(rest[0][0]), int(rest[0][1])]
+
+
 class Reader:
     """The segments of one saved state, for ``engine.state_codec.loads``: ``read`` maps a
     segment read-only (checked against its CRC-32 when it is small enough to read whole);
-    ``open_array`` maps an array's base copy-on-write and lays its changed pages over it."""
+    ``open_array`` maps an array's base copy-on-write and lays its changed pages over it.
 
-    def __init__(self, folder: Path, segments: dict[str, list[Any]]):
+    A large segment (an array, a sorted run) whose file has the inode and change time it
+    had when a run last checked it whole is not checked again (any write to the file, a
+    copy or a restore changes them); every ``RECHECK_RUNS`` runs it is, whatever its stamp
+    (silent media errors that no write explains). Smaller segments (the root, deltas) are
+    always checked."""
+
+    def __init__(self, folder: Path, segments: dict[str, list[Any]], seq: int = 0):
         self.folder = folder
         self.segments = segments
+        self.seq = seq
+        self.stamps: dict[str, list[int]] = {}  # segments checked whole by this reader
         self.maps: dict[str, mmap.mmap] = {}
         # id(array) -> (the array, its reference, its mapping, page -> bytes laid over it)
         self.arrays: dict[int, tuple[np.ndarray, list[Any], mmap.mmap, dict[int, bytes]]] = {}
@@ -231,18 +256,26 @@ class Reader:
             return self.bytes_read + sum(self.segments[n][0] for n in self.unchecked)
         return self.bytes_read + resident
 
-    def _map(self, name: str, access: int = mmap.ACCESS_READ) -> mmap.mmap:
+    def _map(self, name: str, access: int = mmap.ACCESS_READ) -> tuple[mmap.mmap, bool]:
+        """The segment mapped, and whether it must be checked whole (see the class)."""
         meta = self.segments.get(name)
         if meta is None:
             raise StoreError(f"segment {name} is not in the manifest")
         try:
             with open(self.folder / name, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size != meta[0]:
-                    raise StoreError(f"segment {name} has {size} bytes, the manifest {meta[0]}")
-                if size == 0:
-                    return mmap.mmap(-1, 1)
-                return mmap.mmap(f.fileno(), size, access=access)
+                st = os.fstat(f.fileno())
+                if st.st_size != meta[0]:
+                    raise StoreError(
+                        f"segment {name} has {st.st_size} bytes, the manifest {meta[0]}"
+                    )
+                stamp = [st.st_ino, st.st_ctime_ns]
+                due = (zlib.crc32(name.encode()) + self.seq) % RECHECK_RUNS == 0
+                check = due or meta[3] != stamp
+                if check and time.time_ns() - st.st_ctime_ns >= STAMP_AGE_NS:
+                    self.stamps[name] = stamp  # recorded by the next save once it passed
+                if st.st_size == 0:
+                    return mmap.mmap(-1, 1), check
+                return mmap.mmap(f.fileno(), st.st_size, access=access), check
         except FileNotFoundError:
             raise StoreError(f"segment {name} is missing") from None
 
@@ -251,23 +284,26 @@ class Reader:
             return memoryview(b"")
         mm = self.maps.get(name)
         if mm is None:
-            mm = self.maps[name] = self._map(name)
-            size, crc, paged = self.segments[name]
-            if not paged or size <= CHECKED_MAX:
+            mm, check = self._map(name)
+            self.maps[name] = mm
+            size, crc, paged, _ = self.segments[name]
+            if not paged or (size <= CHECKED_MAX and check):
                 self.bytes_read += size
                 if zlib.crc32(mm) != crc:
                     raise StoreError(f"segment {name} fails its checksum")
-            else:
+            else:  # its pages check themselves when decoded
                 self.unchecked.add(name)
         return memoryview(mm)[: self.segments[name][0]]
 
     def open_array(self, ref: list[Any]) -> np.ndarray:
         dtype, shape, base, deltas = ref
-        mm = self._map(base, mmap.ACCESS_COPY)
-        crc = self.segments[base][1]
-        self.bytes_read += len(mm)
-        if zlib.crc32(mm) != crc:
-            raise StoreError(f"array segment {base} fails its checksum")
+        mm, check = self._map(base, mmap.ACCESS_COPY)
+        if check:
+            self.bytes_read += len(mm)
+            if zlib.crc32(mm) != self.segments[base][1]:
+                raise StoreError(f"array segment {base} fails its checksum")
+        else:  # checked whole by an earlier run, unchanged since: what the kernels touch
+            self.unchecked.add(base)
         count = int(np.prod(shape)) if shape else 1
         arr = np.frombuffer(mm, dtype=np.dtype(dtype), count=count).reshape(shape)
         raw = np.frombuffer(mm, dtype=np.uint8)
@@ -345,7 +381,9 @@ class Writer(SegmentSink):
             os.fsync(f.fileno())
             if paged and self.opened is not None:
                 fault("mid_compaction", self.stratum)
-        self.live[name] = [size, crc, paged]
+        # Checked whole by the first run that opens it (a stamp taken now could match a
+        # file damaged within the file system's timestamp granularity).
+        self.live[name] = [size, crc, paged, None]
         fault("mid_state", self.stratum)
         self.bytes_written += size
         return name
@@ -355,7 +393,10 @@ class Writer(SegmentSink):
         for name in names:
             if name not in segments:
                 raise StoreError(f"segment {name} is not one of the opened state")
-            self.live[name] = segments[name]
+            size, crc, paged, stamp = segments[name]
+            if self.opened is not None and name in self.opened.stamps:
+                stamp = self.opened.stamps[name]  # checked whole by this run
+            self.live[name] = [size, crc, paged, stamp]
 
     def _base(self, arr: np.ndarray, compaction: bool = False) -> list[Any]:
         if compaction:

@@ -151,7 +151,7 @@ def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
     run_all(spec, root)
     path = state_path(root, spec.name, spec.stratum_of("path"))
     state = load_state(path)
-    runs = [n for n, (_, _, paged) in state.segments.items() if paged]
+    runs = [n for n, (_, _, paged, _) in state.segments.items() if paged]
     assert runs
     for name in runs:  # a byte of every run's first page
         blob = bytearray((path / name).read_bytes())
@@ -199,3 +199,50 @@ def test_a_state_of_the_earlier_whole_file_format_is_rebuilt_and_removed(tmp_pat
     assert result.mode == "rebuilt" and "earlier deltalog" in result.rebuilt_because
     assert not old.exists()
     assert tables_right(spec, root, EDGES_V2)
+
+
+def _checked_whole(path) -> dict[str, bool]:
+    """For each segment of the saved state: is it checked whole when opened now?"""
+    state = load_state(path)
+    reader = state.open()
+    return {name: reader._map(name)[1] for name in state.segments}
+
+
+def test_a_large_segment_is_checked_whole_once_until_its_file_changes(
+    tmp_path, small_segments, monkeypatch
+):
+    """Arrays and sorted runs checked whole by one run carry a stamp (inode, change time)
+    in the manifest; later runs do not read them whole again while the file is unchanged;
+    every ``RECHECK_RUNS`` runs they do, and a write to the file, even
+    of the same size, makes the next open check it and a damage rebuild."""
+    monkeypatch.setattr(pipelines.state_store, "STAMP_AGE_NS", 0)
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    write_edb(root, spec, edb_tables(EDGES_V3))
+    run_all(spec, root)  # checks the first run's segments, stamps them
+    path = state_path(root, spec.name, spec.stratum_of("path"))
+    state = load_state(path)
+    stamped = [n for n, meta in state.segments.items() if meta[3] is not None]
+    arrays = [n for n in stamped if not state.segments[n][2]
+              and (path / n).stat().st_size >= engine.state_codec.ARRAY_MIN
+              and n != state.root]
+    assert stamped and arrays
+    monkeypatch.setattr(pipelines.state_store, "RECHECK_RUNS", 10**9)
+    checked = _checked_whole(path)
+    assert not any(checked[n] for n in stamped)
+    write_edb(root, spec, edb_tables(EDGES_V2))
+    third = run_all(spec, root)["path"]
+    assert third.mode == "incremental" and third.stats["state_bytes_read"] > 0
+    monkeypatch.setattr(pipelines.state_store, "RECHECK_RUNS", 1)  # every run is due
+    assert all(_checked_whole(path).values())
+    monkeypatch.setattr(pipelines.state_store, "RECHECK_RUNS", 10**9)
+    state = load_state(path)
+    target = next(n for n in arrays if n in state.segments)
+    blob = bytearray((path / target).read_bytes())
+    blob[-1] ^= 0x01
+    (path / target).write_bytes(bytes(blob))
+    assert _checked_whole(path)[target]
+    write_edb(root, spec, edb_tables(EDGES_V3))
+    result = run_all(spec, root)["path"]
+    assert result.mode == "rebuilt" and "checksum" in result.rebuilt_because
+    assert tables_right(spec, root, EDGES_V3)
