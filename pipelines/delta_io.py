@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -286,13 +286,162 @@ def changes(
     try:
         return _changes(uri, start, end, columns)
     except (DeltaError, pa.ArrowException, OSError, TableUnreadable) as err:
-        text = str(err).strip()
-        first = text.splitlines()[0][:200] if text else type(err).__name__
-        raise HistoryLost(
-            f"the change of the table from version {start} to {end} cannot be read any more "
-            f"({first})",
-            uri,
-        ) from None
+        raise _lost(uri, start, end, err) from None
+
+
+def _lost(uri: str, start: int, end: int, err: Exception) -> "HistoryLost":
+    text = str(err).strip()
+    first = text.splitlines()[0][:200] if text else type(err).__name__
+    return HistoryLost(
+        f"the change of the table from version {start} to {end} cannot be read any more "
+        f"({first})",
+        uri,
+    )
+
+
+def bag_changes(
+    uri: str,
+    start: int,
+    end: int,
+    columns: Sequence[str] | None,
+    copies_before: Callable[[Row], int],
+) -> tuple[dict[Row, int], dict[Row, int]]:
+    """The change of the table from version ``start`` to ``end`` as ``changes`` gives it,
+    for a reader that knows how many copies of each row version ``start`` held
+    (``copies_before``): a Delta table is a bag, and a row the change feed deletes is gone
+    only when its last copy is. The feed counts copies exactly (every copy a commit adds
+    or removes is a row of it), so no row is looked up in the table, except rows whose
+    count the feed would take below zero (a table rewritten outside the feed), which are.
+    Returns (the set delta, the number of copies after ``end`` of every row whose number
+    changed). O(change) with the feed; without one, a count of both versions."""
+    if start == end:
+        return {}, {}
+    try:
+        feed = _feed(uri, start, end, columns)
+        if feed is None:
+            return _diff_counts(uri, start, end, columns)
+    except (DeltaError, pa.ArrowException, OSError, TableUnreadable) as err:
+        raise _lost(uri, start, end, err) from None
+    delta: dict[Row, int] = {}
+    after: dict[Row, int] = {}
+    unsure: list[Row] = []
+    for row, weight in _feed_weights(feed).items():
+        before = copies_before(row)
+        now = before + weight
+        if now < 0:
+            unsure.append(row)
+            continue
+        after[row] = now
+        if (before > 0) != (now > 0):
+            delta[row] = 1 if now > 0 else -1
+    if unsure:
+        found = _count_rows(uri, end, unsure, columns)
+        for row in unsure:
+            after[row] = found.get(row, 0)
+            if copies_before(row) > 0 and not found.get(row):
+                delta[row] = -1
+            elif found.get(row) and copies_before(row) == 0:
+                delta[row] = 1
+    return delta, after
+
+
+def feed_weights(
+    uri: str, start: int, end: int, columns: Sequence[str] | None = None
+) -> dict[Row, int]:
+    """Copies added less copies removed, per row, from version ``start`` to ``end``: from
+    the change data feed alone (O(change)); without one, ``changes``. A row with a positive
+    weight was inserted (or added as one more copy); a negative one may still be there."""
+    if start == end:
+        return {}
+    try:
+        feed = _feed(uri, start, end, columns)
+    except (DeltaError, pa.ArrowException, OSError, TableUnreadable) as err:
+        raise _lost(uri, start, end, err) from None
+    if feed is None:
+        return changes(uri, start, end, columns)
+    return _feed_weights(feed)
+
+
+def _feed(uri: str, start: int, end: int, columns: Sequence[str] | None) -> pa.Table | None:
+    """The change data feed of commits start+1..end (None: the table has none, or not for
+    these versions any more)."""
+    if not cdf_enabled(uri):
+        return None
+    try:
+        reader = open_table(uri).load_cdf(starting_version=start + 1, ending_version=end)
+        feed = pa.table(reader)
+    except (DeltaError, pa.ArrowException, OSError):
+        return None  # the feed is gone for these versions (enabled later, vacuumed)
+    if columns is not None:
+        feed = feed.select([*columns, "_change_type"])
+    return normalize(feed)
+
+
+def _feed_weights(feed: pa.Table) -> dict[Row, int]:
+    """Copies added less copies removed, per row of the feed (zeros left out)."""
+    names = [n for n in feed.column_names if not n.startswith("_")]
+    kinds = feed.column("_change_type").to_pylist()
+    columns = [feed.column(n).to_pylist() for n in names]
+    net: dict[Row, int] = {}
+    for kind, row in zip(kinds, zip(*columns, strict=True), strict=True):
+        net[row] = net.get(row, 0) + CHANGE_WEIGHTS[kind]
+    return {row: w for row, w in net.items() if w}
+
+
+def _counted(table: pa.Table) -> pa.Table:
+    """The distinct rows of ``table`` with their numbers of copies (column ``count_all``)."""
+    return normalize(table).group_by(table.column_names, use_threads=False).aggregate(
+        [([], "count_all")]
+    )
+
+
+def _as_counts(counted: pa.Table) -> dict[Row, int]:
+    names = [n for n in counted.column_names if n != "count_all"]
+    values = [counted.column(n).to_pylist() for n in names]
+    return dict(zip(zip(*values, strict=True), counted.column("count_all").to_pylist(),
+                    strict=True))
+
+
+def _row_counts(table: pa.Table) -> dict[Row, int]:
+    return _as_counts(_counted(table))
+
+
+def _diff_counts(
+    uri: str, start: int, end: int, columns: Sequence[str] | None
+) -> tuple[dict[Row, int], dict[Row, int]]:
+    old_table, new_table = read_arrow(uri, start), read_arrow(uri, end)
+    if columns is not None:
+        old_table, new_table = old_table.select(list(columns)), new_table.select(list(columns))
+    old, new = _row_counts(old_table), _row_counts(new_table)
+    delta = dict.fromkeys(new.keys() - old.keys(), 1)
+    delta.update(dict.fromkeys(old.keys() - new.keys(), -1))
+    after = {row: new.get(row, 0) for row in old.keys() | new.keys()
+             if new.get(row, 0) != old.get(row, 0)}
+    return delta, after
+
+
+def _count_rows(
+    uri: str, version: int, rows: Sequence[Row], columns: Sequence[str] | None
+) -> dict[Row, int]:
+    """How many copies of each of ``rows`` the table holds at ``version`` (a filtered scan)."""
+    schema = arrow_schema_of(uri, version)
+    names = list(columns) if columns is not None else schema.names
+    keys = normalize(pa.table(
+        {n: pa.array([r[i] for r in rows], schema.field(n).type) for i, n in enumerate(names)}
+    ))
+    return _row_counts(rows_with_keys(uri, version, keys).select(names))
+
+
+def copies_of(table: pa.Table, most: int) -> dict[Row, int] | None:
+    """The rows ``table`` holds more than once, with their numbers of copies (None when
+    there are more than ``most`` such rows)."""
+    if table.num_rows == 0:
+        return {}
+    counted = _counted(table)
+    if counted.num_rows == table.num_rows:
+        return {}
+    many = counted.filter(pc.greater(counted.column("count_all"), 1))
+    return None if many.num_rows > most else _as_counts(many)
 
 
 def versions_since(uri: str, rows: Iterable[Row]) -> dict[Row, int]:
@@ -334,18 +483,11 @@ class HistoryLost(DataError):
 def _changes(
     uri: str, start: int, end: int, columns: Sequence[str] | None
 ) -> dict[Row, int]:
-    if cdf_enabled(uri):
-        try:
-            reader = open_table(uri).load_cdf(starting_version=start + 1, ending_version=end)
-            feed = pa.table(reader)
-        except (DeltaError, pa.ArrowException, OSError):
-            feed = None  # the feed is gone for these versions (enabled later, vacuumed)
-        if feed is not None:
-            if columns is not None:
-                feed = feed.select([*columns, "_change_type"])
-            net = _net_changes(normalize(feed))
-            names = [n for n in feed.column_names if not n.startswith("_")]
-            return _still_present_kept(uri, end, net, names)
+    feed = _feed(uri, start, end, columns)
+    if feed is not None:
+        net = {row: (1 if w > 0 else -1) for row, w in _feed_weights(feed).items()}
+        names = [n for n in feed.column_names if not n.startswith("_")]
+        return _still_present_kept(uri, end, net, names)
     old_table, new_table = read_arrow(uri, start), read_arrow(uri, end)
     if columns is not None:
         old_table, new_table = old_table.select(list(columns)), new_table.select(list(columns))
@@ -372,16 +514,6 @@ def _still_present_kept(
     ))
     present = arrow_to_rows(rows_with_keys(uri, version, keys).select(names))
     return {row: w for row, w in net.items() if w > 0 or row not in present}
-
-
-def _net_changes(feed: pa.Table) -> dict[Row, int]:
-    names = [n for n in feed.column_names if not n.startswith("_")]
-    kinds = feed.column("_change_type").to_pylist()
-    columns = [feed.column(n).to_pylist() for n in names]
-    net: dict[Row, int] = {}
-    for kind, row in zip(kinds, zip(*columns, strict=True), strict=True):
-        net[row] = net.get(row, 0) + CHANGE_WEIGHTS[kind]
-    return {row: (1 if w > 0 else -1) for row, w in net.items() if w}
 
 
 def _distinct(table: pa.Table) -> pa.Table:

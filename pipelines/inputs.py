@@ -6,7 +6,7 @@ checked here (schema, values, functional keys) before the engine sees them, so b
 stops the run with an error that names the table, version, column and row.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -18,6 +18,11 @@ from engine.values import Row
 from pipelines import delta_io, expectations, quality
 from pipelines.spec import PipelineSpec
 from schemas.relation import arrow_to_rows, rows_to_arrow
+
+# Per input table: the rows a version holds more than once and how many copies (None: not
+# known, or more than COPIES_MAX such rows: the change reader then looks rows up).
+Copies = dict[str, dict[Row, int] | None]
+COPIES_MAX = 10_000
 
 
 def require_table(uri: str, pred: str, spec: PipelineSpec, what: str) -> None:
@@ -72,7 +77,7 @@ def check_input(root: str | Path, spec: PipelineSpec, pred: str, since: int | No
         problems = quality.schema_problems(schema, actual, delta_io.head(uri, version))
         return InputCheck(version, problems, rows, 1, since)
     names = [c.name for c in schema.columns]
-    delta = quality.net_change(delta_io.changes(uri, since, version, names))
+    delta = quality.net_change(delta_io.feed_weights(uri, since, version, names))
     inserted = [row for row, weight in delta.items() if weight > 0]
     problems = quality.change_problems(schema, inserted)
     read = len(delta)
@@ -116,9 +121,22 @@ class InputReader:
             inputs[pred] = delta_io.table_version(uri)
         return inputs, edb_versions
 
-    def changes(self, old: Mapping[str, int], new: Mapping[str, int]) -> dict[str, Delta]:
+    def changes(
+        self,
+        old: Mapping[str, int],
+        new: Mapping[str, int],
+        copies: Copies | None = None,
+        present: Callable[[str, Row], bool] | None = None,
+    ) -> dict[str, Delta]:
         """The change of every input from version ``old[pred]`` to ``new[pred]`` (each
-        ``old`` version at most the ``new`` one), EDB changes checked; empty ones left out."""
+        ``old`` version at most the ``new`` one), EDB changes checked; empty ones left out.
+
+        A Delta table is a bag: a row the change feed deletes is gone only with its last
+        copy. With ``copies`` (per input, the rows version ``old`` held more than once, or
+        None when not known) and ``present`` (was a row in the input at ``old``: the
+        engine's relation), the change is told from the feed alone, and ``copies`` is
+        brought to ``new`` in place; otherwise the rows the feed deletes are looked up in
+        the table (a filtered scan)."""
         out = {}
         for pred, version in new.items():
             if version == old[pred]:
@@ -132,7 +150,12 @@ class InputReader:
                     schema, pred, uri, version, actual, partial(delta_io.head, uri, version)
                 )
             names = [c.name for c in schema.columns]
-            delta = delta_io.changes(uri, old[pred], version, names)
+            known = copies.get(pred) if copies is not None else None
+            if known is None or present is None or copies is None:
+                delta = delta_io.changes(uri, old[pred], version, names)
+            else:
+                delta = self._bag_change(uri, pred, old[pred], version, names, copies,
+                                         known, present)
             if edb:
                 delta = quality.check_change(schema, pred, uri, version, delta)
             if delta:
@@ -154,12 +177,33 @@ class InputReader:
             uri = self.uri(pred)
             raise quality.functional_error(schema, pred, uri, inputs[pred], err) from None
 
-    def read(self, pred: str, version: int) -> set[Row]:
-        """All rows of an input table at ``version``; an EDB table is checked first."""
+    def _bag_change(
+        self, uri: str, pred: str, start: int, end: int, names: list[str], copies: Copies,
+        known: dict[Row, int], present: Callable[[str, Row], bool],
+    ) -> Delta:
+        def before(row: Row) -> int:
+            return known.get(row) or (1 if present(pred, row) else 0)
+
+        delta, after = delta_io.bag_changes(uri, start, end, names, before)
+        for row, n in after.items():
+            if n >= 2:
+                known[row] = n
+            else:
+                known.pop(row, None)
+        if len(known) > COPIES_MAX:
+            copies[pred] = None  # too many to keep: looked up in the table from now on
+        return delta
+
+    def read(self, pred: str, version: int, copies: Copies | None = None) -> set[Row]:
+        """All rows of an input table at ``version``; an EDB table is checked first. With
+        ``copies``, the rows it holds more than once are recorded there (None: more than
+        ``COPIES_MAX``)."""
         uri = self.uri(pred)
         table = delta_io.read_arrow(uri, version)
         if pred in self.spec.edb_tables:
             schema = self.spec.program.schemas[pred]
             quality.check_table(schema, pred, uri, version, table)
             table = table.select([c.name for c in schema.columns])
+        if copies is not None:
+            copies[pred] = delta_io.copies_of(table, COPIES_MAX)
         return arrow_to_rows(table)

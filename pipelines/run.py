@@ -39,7 +39,7 @@ from pipelines.commits import (
     versions_of,
 )
 from pipelines.faults import fault
-from pipelines.inputs import InputReader
+from pipelines.inputs import Copies, InputReader
 from pipelines.lineage import run_sample
 from pipelines.spec import PipelineSpec
 from pipelines.state_store import (
@@ -238,7 +238,8 @@ class StratumRun:
         self.opened = None
         txns = self.writer.txns()
         seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
-        rows = {pred: self.reader.read(pred, v) for pred, v in inputs.items()}
+        copies: Copies = {}
+        rows = {pred: self.reader.read(pred, v, copies) for pred, v in inputs.items()}
         fault("after_read", self.index)
         engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
         stats = engine.last_stats.as_dict()
@@ -252,7 +253,7 @@ class StratumRun:
         written = self.writer.write(
             self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
         )
-        self._save(engine, seq, inputs, edbs, written.txns)
+        self._save(engine, seq, inputs, edbs, written.txns, copies)
         self.lineage = run_sample(engine, out)
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("full", seq, inputs, edbs, written, stats, sizes)
@@ -270,7 +271,8 @@ class StratumRun:
             unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
             sizes = {p: engine.size(p) for p in self.preds}
             return self._results("unchanged", state.seq, inputs, edbs, unchanged, {}, sizes)
-        deltas = self._changes(state.input_versions, inputs)
+        copies = _copied(state.copies)
+        deltas = self._changes(state.input_versions, inputs, copies, engine)
         self.reader.check_functional(engine, deltas, inputs)
         changed = sum(len(d) for d in deltas.values())
         size = sum(engine.size(p) for p in inputs)
@@ -285,7 +287,7 @@ class StratumRun:
         stats = engine.last_stats.as_dict() if deltas else {"edb_changes": 0}
         seq = state.seq + 1
         written = self.writer.write(self.writer.arrow_changes(out), seq, inputs, edbs, txns)
-        self._save(engine, seq, inputs, edbs, written.txns)
+        self._save(engine, seq, inputs, edbs, written.txns, copies)
         self.lineage = run_sample(engine, out)
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("incremental", seq, inputs, edbs, written, stats, sizes)
@@ -339,7 +341,13 @@ class StratumRun:
                 return f"{'table' if pred in self.preds else 'input'} '{pred}'"
         return None
 
-    def _changes(self, old: Mapping[str, int], new: Mapping[str, int]) -> dict[str, Delta]:
+    def _changes(
+        self, old: Mapping[str, int], new: Mapping[str, int], copies: Copies,
+        engine: IncrementalEngine,
+    ) -> dict[str, Delta]:
+        """The inputs' changes from ``old`` to ``new``, told from the change feeds and
+        ``copies`` with the engine's relations as they were at ``old`` (``copies`` brought
+        to ``new`` in place)."""
         for pred, version in new.items():
             if pred not in old:
                 raise _Unreconcilable(f"input '{pred}' is not in the saved state")
@@ -348,7 +356,7 @@ class StratumRun:
                     f"input '{pred}' went back from version {old[pred]} to {version}"
                 )
         try:
-            return self.reader.changes(old, new)
+            return self.reader.changes(old, new, copies, engine.contains)
         except delta_io.HistoryLost as lost:
             raise _Unreconcilable(f"{lost.where}: {lost.message}") from None
 
@@ -400,7 +408,8 @@ class StratumRun:
             raise _Unreconcilable(f"the commits of run {seq} disagree on their input versions")
         [(inputs_json, edbs_json)] = recorded
         inputs, edbs = versions_of(inputs_json), versions_of(edbs_json)
-        out = engine.apply(self._changes(state.input_versions, inputs))
+        copies = _copied(state.copies)
+        out = engine.apply(self._changes(state.input_versions, inputs, copies, engine))
         for pred in pending:
             version = txns[pred][1]
             table_change = delta_io.changes(self.writer.uri(pred), version - 1, version)
@@ -415,7 +424,7 @@ class StratumRun:
             f"finished interrupted run {seq} (committed to {', '.join(pending)} at input "
             f"versions {versions_json(inputs)}) from the saved state"
         )
-        state = self._save(engine, seq, inputs, edbs, written.txns)
+        state = self._save(engine, seq, inputs, edbs, written.txns, copies)
         # On from the state just saved: the next save writes what changes after it.
         self.opened = state.open()
         return IncrementalEngine.loads(self.opened.read(state.root), self.opened), state
@@ -427,6 +436,7 @@ class StratumRun:
         inputs: Mapping[str, int],
         edbs: Mapping[str, int],
         txns: Txns,
+        copies: Copies,
     ) -> StratumState:
         saving = time.perf_counter()
         state = StratumState(
@@ -439,6 +449,7 @@ class StratumRun:
             table_ids=self._table_ids([*inputs, *self.preds]),
             history=[*self.history, [seq, dict(edbs), dict(inputs),
                                      {p: txns[p][1] for p in self.preds}]],
+            copies=copies,
         )
         self.history = state.history
         if self.opened is not None:
@@ -508,3 +519,8 @@ class StratumRun:
                 )
             )
         return out
+
+
+def _copied(copies: Copies) -> Copies:
+    """A copy of a saved state's ``copies`` for the next state (the saved one untouched)."""
+    return {pred: None if rows is None else dict(rows) for pred, rows in copies.items()}

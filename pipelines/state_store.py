@@ -95,7 +95,10 @@ class StratumState:
     again at the same path (or a state copied from another warehouse) has another id.
     ``history`` holds the last ``HISTORY_MAX`` runs as ``[seq, edb_versions,
     input_versions, table_versions]``: what a run consumed is recorded in the tables only
-    when it committed to one of them. ``root`` names the engine's root segment and
+    when it committed to one of them. ``copies`` holds, per input table, the rows its
+    version held more than once (a Delta table is a bag) with their numbers of copies, or
+    None when not known (the change reader then looks deleted rows up in the table).
+    ``root`` names the engine's root segment and
     ``segments`` every live segment (name -> [size, CRC-32, paged]) of the store at
     ``folder``."""
 
@@ -107,6 +110,8 @@ class StratumState:
     table_versions: dict[str, int]
     table_ids: dict[str, str] = field(default_factory=dict)
     history: list[list[Any]] = field(default_factory=list, repr=False)
+    copies: dict[str, dict[tuple[Any, ...], int] | None] = field(default_factory=dict,
+                                                                  repr=False)
     root: str = ""
     segments: dict[str, list[Any]] = field(default_factory=dict, repr=False)
     folder: Path | None = field(default=None, repr=False)
@@ -121,6 +126,8 @@ class StratumState:
             "table_versions": self.table_versions,
             "table_ids": self.table_ids,
             "history": self.history[-HISTORY_MAX:],
+            "copies": {p: None if rows is None else [[*row, n] for row, n in rows.items()]
+                       for p, rows in self.copies.items()},
         }
 
     def open(self) -> "Reader":
@@ -189,6 +196,8 @@ def load_state(path: Path) -> StratumState | None:
             table_versions={str(k): int(v) for k, v in h["table_versions"].items()},
             table_ids={str(k): str(v) for k, v in h["table_ids"].items()},
             history=[list(e) for e in h.get("history", [])],
+            copies={str(p): None if rows is None else {tuple(r[:-1]): int(r[-1]) for r in rows}
+                    for p, rows in h.get("copies", {}).items()},
             root=str(fields["root"]),
             segments={str(k): [int(v[0]), int(v[1]), bool(v[2]), _stamp(v[3:])]
                       for k, v in fields["segments"].items()},
