@@ -234,7 +234,11 @@ class CommitWriter:
                 continue
             txn = (app_id(self.spec, self.index, pred), seq)
             if inserted.num_rows or deleted.num_rows:
-                ins, dels, version = delta_io.commit_delta(uri, inserted, deleted, metadata, txn)
+                last = txns.get(pred, (None, -1))
+                ins, dels, version = delta_io.commit_delta(
+                    uri, inserted, deleted, metadata, txn,
+                    at_version=last[1] if last[0] is not None else None,
+                )
                 if (ins, dels) != counts[pred]:
                     diverged.add(pred)
                     self.notes.append(

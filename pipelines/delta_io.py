@@ -377,11 +377,18 @@ def _feed(uri: str, start: int, end: int, columns: Sequence[str] | None) -> pa.T
     return normalize(feed)
 
 
+_NAN = float("nan")  # one NaN object: rows holding NaN then are equal keys (NaN != NaN)
+
+
 def _feed_weights(feed: pa.Table) -> dict[Row, int]:
-    """Copies added less copies removed, per row of the feed (zeros left out)."""
+    """Copies added less copies removed, per row of the feed (zeros left out). Rows that
+    hold NaN where others hold NaN count as the same row."""
     names = [n for n in feed.column_names if not n.startswith("_")]
     kinds = feed.column("_change_type").to_pylist()
     columns = [feed.column(n).to_pylist() for n in names]
+    for i, n in enumerate(names):
+        if pa.types.is_floating(feed.schema.field(n).type):
+            columns[i] = [_NAN if v != v else v for v in columns[i]]
     net: dict[Row, int] = {}
     for kind, row in zip(kinds, zip(*columns, strict=True), strict=True):
         net[row] = net.get(row, 0) + CHANGE_WEIGHTS[kind]
@@ -594,10 +601,16 @@ def commit_delta(
     deleted: pa.Table,
     commit_metadata: Mapping[str, object],
     txn: tuple[str, int],
+    at_version: int | None = None,
 ) -> tuple[int, int, int]:
     """Apply a change (rows to insert, rows to delete; set semantics) to the table at
     ``uri`` as ONE commit (a MERGE) carrying ``commit_metadata`` and the application
     transaction ``txn`` = (app id, version). Returns (inserted, deleted, version after).
+
+    ``at_version`` is the version the caller's image of the table is of (the one its last
+    commit left): when the table is still at it and the change deletes nothing, the rows
+    are appended (the caller knows they are absent), O(change); a MERGE reads the whole
+    target table to match them.
 
     Exactly once: the commit is refused with ``DataError`` DL306 when the table already has
     ``txn``'s version (or a later one) for that app id, checked before each attempt. delta-rs
@@ -623,11 +636,29 @@ def commit_delta(
                 uri,
                 TXN_TAKEN,
             )
-        result = _try_merge(uri, dt, inserted, deleted,
-                            _properties(commit_metadata, txn, 0), attempt)
+        properties = _properties(commit_metadata, txn, 0)
+        if deleted.num_rows == 0 and at_version is not None and dt.version() == at_version:
+            result = _try_append(uri, inserted, properties, attempt)
+        else:
+            result = _try_merge(uri, dt, inserted, deleted, properties, attempt)
         if result is not None:
             return result
     raise AssertionError("unreachable")
+
+
+def _try_append(
+    uri: str, inserted: pa.Table, properties: CommitProperties, attempt: int
+) -> tuple[int, int, int] | None:
+    """One append attempt: (inserted, 0, new version), or None to retry after a conflict."""
+    try:
+        write_deltalake(uri, inserted, mode="append", commit_properties=properties,
+                        storage_options=storage_options(uri))
+    except CommitFailedError:
+        if attempt == COMMIT_RETRIES:
+            raise
+        time.sleep(0.05 * (attempt + 1))
+        return None
+    return inserted.num_rows, 0, open_table(uri).version()
 
 
 def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None) -> "DataFrame":

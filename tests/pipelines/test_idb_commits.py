@@ -1,0 +1,74 @@
+"""An IDB change that only inserts is appended when the table is still at the version the
+run's last commit left (O(change): a MERGE reads the whole target); with a commit of
+someone else's in between, or with deletions, it is a MERGE. Either way the tables equal the
+naive evaluator, downstream strata read the appended rows from the change feed, and the
+commit carries the run's application transaction."""
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from pipelines import delta_io
+from pipelines.commits import app_id
+from pipelines.warehouse import write_edb
+from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline, run_all, tables_right
+
+
+def _last_operation(uri: str) -> str:
+    return str(DeltaTable(uri).history(1)[0]["operation"])
+
+
+def test_inserts_alone_are_appended_and_read_downstream(tmp_path):
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    edges = [*EDGES_V1, (6, 7)]  # path gains (6, 7) and (5, 7), loses nothing
+    write_edb(root, spec, edb_tables(edges))
+    results = run_all(spec, root)
+    path = spec.table_uri(root, "path")
+    assert (results["path"].inserted, results["path"].deleted) == (2, 0)
+    assert _last_operation(path) == "WRITE"
+    index = spec.stratum_of("path")
+    assert delta_io.transaction_version(path, app_id(spec, index, "path")) == 2
+    # unreachable reads path's change (an append) from its change feed
+    assert results["unreachable"].mode == "incremental"
+    assert tables_right(spec, root, edges)
+
+
+def test_a_table_past_the_callers_version_is_merged(tmp_path):
+    """``commit_delta`` appends only when the table is at ``at_version``: past it (a commit
+    the caller has not seen), the rows are merged, so a row already there is not added
+    twice."""
+    uri = str(tmp_path / "t")
+    table = pa.table({"a": pa.array([1, 2], pa.int64())})
+    write_deltalake(uri, table, configuration={"delta.enableChangeDataFeed": "true"})
+    empty = table.slice(0, 0)
+    one = pa.table({"a": pa.array([3], pa.int64())})
+    _, _, version = delta_io.commit_delta(uri, one, empty, {}, ("app", 1), at_version=0)
+    assert version == 1 and _last_operation(uri) == "WRITE"
+    write_deltalake(uri, pa.table({"a": pa.array([4], pa.int64())}), mode="append")
+    again = pa.table({"a": pa.array([4, 5], pa.int64())})  # 4 arrived meanwhile
+    ins, _, _ = delta_io.commit_delta(uri, again, empty, {}, ("app", 2), at_version=1)
+    assert ins == 1 and _last_operation(uri) == "MERGE"
+    assert sorted(delta_io.read_arrow(uri).column("a").to_pylist()) == [1, 2, 3, 4, 5]
+    assert delta_io.changes(uri, 1, 3) == {(4,): 1, (5,): 1}
+
+
+def test_a_foreign_commit_in_between_rebuilds_and_stays_right(tmp_path):
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = spec.table_uri(root, "path")
+    write_deltalake(path, delta_io.read_arrow(path).slice(0, 1), mode="append")
+    edges = [*EDGES_V1, (6, 7)]
+    write_edb(root, spec, edb_tables(edges))
+    assert run_all(spec, root)["path"].mode == "rebuilt"
+    assert tables_right(spec, root, edges)
+
+
+def test_deletions_are_merged(tmp_path):
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    edges = [e for e in EDGES_V1 if e != (5, 6)]
+    write_edb(root, spec, edb_tables(edges))
+    results = run_all(spec, root)
+    assert results["path"].deleted == 1
+    assert _last_operation(spec.table_uri(root, "path")) == "MERGE"
+    assert tables_right(spec, root, edges)
