@@ -30,13 +30,13 @@ setup: $(STAMP)
 # The quick demo runs on the Debian sections admin, libs and utils (about 2-3 minutes);
 # demo-full runs on the whole bookworm index (4M-row closure; about 15 minutes on 2 cores).
 demo: $(STAMP)
-	$(BIN)/python -m dagster_project.demo --sections admin,libs,utils
+	$(BIN)/python -m deltalog.dagster_project.demo --sections admin,libs,utils
 
 demo-full: $(STAMP)
-	$(BIN)/python -m dagster_project.demo
+	$(BIN)/python -m deltalog.dagster_project.demo
 
 demo-wordnet: $(STAMP)
-	$(BIN)/python -m dagster_project.demo --pipeline wordnet
+	$(BIN)/python -m deltalog.dagster_project.demo --pipeline wordnet
 
 test: $(STAMP)
 	bash scripts/run_tests.sh
@@ -48,8 +48,8 @@ fuzz: $(STAMP)
 	$(BIN)/python scripts/fuzz.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine schemas pipelines examples dagster_project tests bench scripts
-	$(BIN)/mypy engine schemas pipelines examples dagster_project
+	$(BIN)/ruff check deltalog tests bench scripts
+	$(BIN)/mypy deltalog
 
 ui: $(STAMP)
 	bash scripts/ui.sh

@@ -75,8 +75,8 @@ def _cell(value: object) -> str:
 def write_pipeline(folder: Path, text: str) -> Any:
     """A pipeline in ``folder`` (named as the folder) running the program ``text``, every
     EDB and IDB predicate bound to a table ``<name>/edb/<pred>`` or ``<name>/idb/<pred>``."""
-    from engine.analysis.analyze import load_program
-    from pipelines.spec import load_pipeline
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.pipelines.spec import load_pipeline
 
     prog = load_program(text)
     name = folder.name

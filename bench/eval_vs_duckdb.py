@@ -1,6 +1,6 @@
 """Full evaluation, ours against DuckDB, on the same data in the same process.
 
-Each workload is a Datalog program evaluated by ``engine.evaluate`` and the same query in
+Each workload is a Datalog program evaluated by ``deltalog.engine.evaluate`` and the same query in
 SQL (joins, ``WITH RECURSIVE ... UNION`` for set semantics) run by DuckDB. Both answers are
 compared row for row before a time is printed: a ratio between different answers is noise.
 
@@ -20,14 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.common import format_table, peak_rss_mb, timed_adaptive
-from engine.analysis.analyze import analyze, load_program
-from engine.analysis.program import AnalyzedProgram
-from engine.evaluate import evaluate
-from engine.syntax.ast import Atom, Negation
-from engine.syntax.parser import parse_program
-from engine.values import Row
+from deltalog.engine.analysis.analyze import analyze, load_program
+from deltalog.engine.analysis.program import AnalyzedProgram
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.syntax.ast import Atom, Negation
+from deltalog.engine.syntax.parser import parse_program
+from deltalog.engine.values import Row
 
-DEBIAN_PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "debian" / "program.dl"
+DEBIAN_PROGRAM = (
+    Path(__file__).resolve().parent.parent / "deltalog" / "examples" / "debian" / "program.dl"
+)
 
 TC_PROGRAM = """\
 .decl edge(src: int, dst: int)
@@ -132,7 +134,7 @@ def slice_program(path: Path, goal: str) -> AnalyzedProgram:
 
 def debian_tables(sections: frozenset[str] | None) -> dict[str, pa.Table]:
     """Snapshot 1 (bookworm main), restricted to packages of ``sections`` when given."""
-    from examples.debian.snapshot import load_snapshot
+    from deltalog.examples.debian.snapshot import load_snapshot
 
     tables = load_snapshot(1)
     package, depends, provides = tables["package"], tables["depends"], tables["provides"]

@@ -4,13 +4,13 @@ transitive closure over random graphs, beside DuckDB recomputing the same closur
 For each size (10^3, 10^4, 10^5 edges; ``--sizes`` to choose), in a temporary warehouse: a
 one-stratum pipeline (``path`` over ``edge``, the closure of ``bench.eval_vs_duckdb``) on a
 seeded random graph of n edges between 2n nodes, materialized once (a full load, as
-``pipelines.run`` does); then, each the median of 3:
+``deltalog.pipelines.run`` does); then, each the median of 3:
 
-- ``explain``: ``pipelines.lineage.explain`` of a row of ``path`` (one of the rows with the
+- ``explain``: ``deltalog.pipelines.lineage.explain`` of a row of ``path`` (one of the rows with the
   tallest derivation), all of it: reading the current tables, building the explainer, the
   search, the versions of the EDB leaves from the change feed; ``in memory`` is the part
-  after the tables are read (``engine.explain.Explainer`` built on the rows, then asked);
-- ``what-if``: ``pipelines.lineage.what_if`` deleting one edge: the saved state loaded, the
+  after the tables are read (``deltalog.engine.explain.Explainer`` built on the rows, then asked);
+- ``what-if``: ``deltalog.pipelines.lineage.what_if`` deleting one edge: the saved state loaded, the
   change applied in memory, nothing written;
 - DuckDB 2: the same closure recomputed (``WITH RECURSIVE ... UNION``) on the same edges,
   already loaded in an in-memory table, best of 3: what answering "what if" costs by
@@ -58,8 +58,8 @@ def _median(fn: Callable[[], Any], repeat: int = 3) -> float:
 
 def _tallest_row(spec: Any, root: Path) -> tuple[int, int]:
     """A row of ``path`` with the tallest minimal derivation among a sample of rows."""
-    from engine.explain import Explainer
-    from pipelines import lineage
+    from deltalog.engine.explain import Explainer
+    from deltalog.pipelines import lineage
 
     relations, _ = lineage.current_relations(root, spec)
     explainer = Explainer(spec.program, relations)
@@ -75,10 +75,10 @@ def _tallest_row(spec: Any, root: Path) -> tuple[int, int]:
 
 
 def measure(n: int, folder: Path) -> dict[str, Any]:
-    from engine.explain import Explainer
-    from pipelines import lineage
-    from pipelines.run import StratumRun
-    from pipelines.warehouse import write_edb
+    from deltalog.engine.explain import Explainer
+    from deltalog.pipelines import lineage
+    from deltalog.pipelines.run import StratumRun
+    from deltalog.pipelines.warehouse import write_edb
 
     spec = write_pipeline(folder / "tc", TC_PROGRAM)
     root = folder / "warehouse"

@@ -79,7 +79,7 @@ def _acyclic_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]
 def _debian_nonrecursive() -> str:
     """The non-recursive rules of examples/debian/program.dl (requires, the reverse
     dependency count, required, leaf), with the declarations."""
-    text = (ROOT / "examples" / "debian" / "program.dl").read_text()
+    text = (ROOT / "deltalog" / "examples" / "debian" / "program.dl").read_text()
     keep = []
     for line in text.splitlines():
         s = line.strip()
@@ -99,7 +99,7 @@ WHERE d.dep NOT IN (SELECT name FROM package)""",
 
 
 def _debian_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
-    from examples.debian.snapshot import load_snapshot
+    from deltalog.examples.debian.snapshot import load_snapshot
 
     tables = load_snapshot(1)
     out: dict[str, set[tuple[Any, ...]]] = {}
@@ -138,9 +138,9 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
     import duckdb
     import pyarrow as pa
 
-    from engine.analysis.analyze import load_program
-    from engine.evaluate import evaluate
-    from engine.runtime import IncrementalEngine
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.evaluate import evaluate
+    from deltalog.engine.runtime import IncrementalEngine
 
     w = WORKLOADS[name]
     rng = random.Random(20261123)

@@ -104,7 +104,7 @@ def debian_graph(quick: bool) -> tuple[str, list[Edge]]:
 def wordnet_graph(quick: bool) -> tuple[str, list[Edge]]:
     """WordNet 3.0's is-a edges (hypernym and instance_of), the ``isa`` relation of
     examples/wordnet/program.dl; synset ids as they are."""
-    from examples.wordnet.snapshot import QUICK_LEXNAMES, load_snapshot
+    from deltalog.examples.wordnet.snapshot import QUICK_LEXNAMES, load_snapshot
 
     tables = load_snapshot(1, lexnames=QUICK_LEXNAMES if quick else None)
     edges: set[Edge] = set()
@@ -179,9 +179,9 @@ def write_script(path: Path, edges: list[Edge], steps: list[tuple[str, Change]])
 
 
 def run_ours(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
-    from engine.analysis.analyze import load_program
-    from engine.runtime import IncrementalEngine
-    from engine.values import Row
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.runtime import IncrementalEngine
+    from deltalog.engine.values import Row
 
     prog = load_program(TC_PROGRAM, "tc.dl")
     engine: IncrementalEngine | None = None

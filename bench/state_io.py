@@ -8,7 +8,7 @@ stratum on the columnar DBSP kernel), with the data generators of
 ``bench.recursion_vs_peers`` (``random_edges`` with 2n nodes, a sparse graph whose closure
 stays near 2n). For each size: the EDB tables are written, the update job runs once (the
 full load), then ``RUNS`` times: 5 erasures of present rows and 5 insertions of new ones
-per table, then ``dagster job execute -m dagster_project.definitions -j stateio_update``
+per table, then ``dagster job execute -m deltalog.dagster_project.definitions -j stateio_update``
 in a process of its own (what a user or a schedule starts), timed from outside, its peak
 RSS (the largest of its processes) taken from the OS, and the engine's own numbers read
 from the run's materializations in the Dagster instance: ``state_open_s`` (reading the
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import format_table, write_pipeline
-from engine.values import Row
+from deltalog.engine.values import Row
 
 ROOT = Path(__file__).resolve().parent.parent
 # Rows per table (two tables): 10^3 to 10^7 base tuples in all.
@@ -103,7 +103,7 @@ def change(data: Data, n: int, rng: random.Random) -> None:
 
 
 def _tables(spec: Any, data: Data) -> dict[str, Any]:
-    from schemas.relation import rows_to_arrow
+    from deltalog.schemas.relation import rows_to_arrow
 
     return {p: rows_to_arrow(spec.program.schemas[p], rows) for p, rows in data.items()}
 
@@ -123,7 +123,7 @@ print(json.dumps({"code": proc.returncode, "seconds": seconds, "rss_mb": rss,
 
 def _dagster_run(env: dict[str, str]) -> dict[str, Any]:
     cmd = [sys.executable, "-c", _MEASURE, str(Path(sys.executable).parent / "dagster"),
-           "job", "execute", "-m", "dagster_project.definitions", "-j", JOB]
+           "job", "execute", "-m", "deltalog.dagster_project.definitions", "-j", JOB]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     if out["code"] != 0:
@@ -187,8 +187,8 @@ def _dagster_run_seconds(home: Path) -> float:
 def _spark_seconds(spark: Any, root: Path, spec: Any) -> float:
     """Spark recomputing both queries from the EDB tables' latest versions (read from their
     files), counted in Spark; the session is started before."""
-    from pipelines import delta_io
-    from pipelines.spark.compiler import recompute
+    from deltalog.pipelines import delta_io
+    from deltalog.pipelines.spark.compiler import recompute
 
     frames = {p: delta_io.spark_dataframe(spark, spec.table_uri(root, p), None)
               for p in spec.program.edb}
@@ -200,7 +200,7 @@ def _spark_seconds(spark: Any, root: Path, spec: Any) -> float:
 
 
 def measure(n: int, say: Any = print, spark: Any = None) -> dict[str, Any]:
-    from pipelines.warehouse import write_edb
+    from deltalog.pipelines.warehouse import write_edb
 
     rng = random.Random(20261125)
     data = make_data(n, rng)
@@ -243,7 +243,7 @@ def _ratio(a: float, b: float) -> str:
 def run(sizes: Sequence[int], say: Any = print, spark: bool = False) -> list[dict[str, Any]]:
     session = None
     if spark:
-        from pipelines.spark.session import make_spark_session
+        from deltalog.pipelines.spark.session import make_spark_session
 
         session = make_spark_session("deltalog-bench-state-io")
     try:

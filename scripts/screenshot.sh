@@ -61,7 +61,7 @@ echo "screenshot: starting the Dagster UI on $BASE"
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execv(sys.argv[1], sys.argv[1:])
-' .venv/bin/dagster-webserver -h 127.0.0.1 -p "$PORT" -m dagster_project.definitions \
+' .venv/bin/dagster-webserver -h 127.0.0.1 -p "$PORT" -m deltalog.dagster_project.definitions \
     >"$TMP/webserver.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 120); do

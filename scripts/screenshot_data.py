@@ -36,10 +36,10 @@ CHECKS = {"debian"}  # pipelines whose last run evaluates the asset checks
 
 def _load(pipeline: str, version: int, subset: tuple[str, ...]) -> Any:
     if pipeline == "debian":
-        from dagster_project.demo import _subset_loader
+        from deltalog.dagster_project.demo import _subset_loader
 
         return _subset_loader(frozenset(subset))(version)
-    from examples.wordnet.snapshot import snapshot_loader
+    from deltalog.examples.wordnet.snapshot import snapshot_loader
 
     return snapshot_loader(subset)(version)
 
@@ -49,14 +49,14 @@ def main() -> int:
         if not os.environ.get(name):
             print(f"screenshot_data: set {name} (scripts/screenshot.sh does)", file=sys.stderr)
             return 2
-    from dagster_project.demo import QUIET_LOGGERS, _quiet, _start_spark
+    from deltalog.dagster_project.demo import QUIET_LOGGERS, _quiet, _start_spark
 
     _quiet()
     import dagster as dg
 
-    from dagster_project.definitions import build_definitions
-    from pipelines.spec import load_pipeline
-    from pipelines.warehouse import write_edb
+    from deltalog.dagster_project.definitions import build_definitions
+    from deltalog.pipelines.spec import load_pipeline
+    from deltalog.pipelines.warehouse import write_edb
 
     root = Path(os.environ["DELTALOG_WAREHOUSE"])
     root.mkdir(parents=True, exist_ok=True)

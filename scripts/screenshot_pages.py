@@ -24,7 +24,7 @@ from typing import Any
 
 TIMEOUT = 90.0  # seconds for one page to show its content
 SETTLE = 2.0  # seconds after the content is there (charts animate in)
-LOCATION = "dagster_project.definitions"  # the code location name (dagster dev -m ...)
+LOCATION = "deltalog.dagster_project.definitions"  # the code location name (dagster dev -m ...)
 
 
 class Chromium:

@@ -15,4 +15,4 @@ exec .venv/bin/python -c '
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execv(sys.argv[1], sys.argv[1:])
-' .venv/bin/dagster dev -h 127.0.0.1 -p "$PORT" -m dagster_project.definitions
+' .venv/bin/dagster dev -h 127.0.0.1 -p "$PORT" -m deltalog.dagster_project.definitions

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator["SparkSession"]:
-    from pipelines.spark.session import FAST_START_CONF, make_spark_session
+    from deltalog.pipelines.spark.session import FAST_START_CONF, make_spark_session
 
     session = make_spark_session("deltalog-tests", FAST_START_CONF)
     yield session

@@ -3,12 +3,14 @@ dagster_project, never up; no two modules import each other, directly or around 
 the engine imports no orchestration, cluster or storage library.
 
 Every import counts, also those inside functions and under ``TYPE_CHECKING``: a lazy import
-is still an arrow."""
+is still an arrow. Every module of ours is imported by its name in the ``deltalog``
+package, never as a top-level ``engine``, ``pipelines``, ... (names other projects use)."""
 
 import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "deltalog"
 LAYERS = {"engine": 0, "schemas": 1, "pipelines": 2, "examples": 2, "dagster_project": 3}
 # Libraries the pure engine must not import (I/O, orchestration, clusters).
 NOT_IN_ENGINE = ("dagster", "pyspark", "deltalake", "pyarrow", "duckdb")
@@ -17,7 +19,7 @@ NOT_IN_ENGINE = ("dagster", "pyspark", "deltalake", "pyarrow", "duckdb")
 def _modules() -> dict[str, Path]:
     out = {}
     for package in LAYERS:
-        for path in sorted((REPO / package).rglob("*.py")):
+        for path in sorted((PACKAGE / package).rglob("*.py")):
             parts = list(path.relative_to(REPO).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
@@ -93,13 +95,13 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _layer(module: str) -> int:
-    return LAYERS[module.split(".")[0]]
+    return LAYERS[module.split(".")[1]]
 
 
 def test_the_scan_sees_the_packages_and_their_imports():
     graph = _graph()
-    assert {m.split(".")[0] for m in graph} >= {"engine", "schemas", "pipelines", "dagster_project"}
-    assert "engine.runtime" in graph["pipelines.run"]
+    assert {m.split(".")[1] for m in graph} >= {"engine", "schemas", "pipelines", "dagster_project"}
+    assert "deltalog.engine.runtime" in graph["deltalog.pipelines.run"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -117,9 +119,28 @@ def test_imports_go_down_the_layers():
 def test_the_engine_is_pure():
     impure = []
     for module, path in _modules().items():
-        if module.split(".")[0] != "engine":
+        if module.split(".")[1] != "engine":
             continue
         for name in _imports(module, path):
             if name.split(".")[0] in NOT_IN_ENGINE:
                 impure.append(f"{module} imports {name}")
     assert impure == []
+
+
+def test_our_modules_are_imported_by_their_deltalog_names():
+    """No file imports ``engine.x`` (or another of our packages) as a top-level name: it
+    would load a second copy of the module beside ``deltalog.engine.x``."""
+    ours = tuple(LAYERS)
+    files = [*PACKAGE.rglob("*.py"), *(REPO / "tests").rglob("*.py"),
+             *(REPO / "bench").rglob("*.py"), *(REPO / "scripts").rglob("*.py")]
+    bare = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            bare += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in ours]
+    assert bare == []

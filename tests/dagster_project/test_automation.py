@@ -9,23 +9,23 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.automation import (
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.automation import (
     Tick,
     checks_job_name,
     plan_tick,
     rebuild_job_name,
     update_job_name,
 )
-from dagster_project.defs.checks import CHECK_NAME
-from dagster_project.defs.edb import INPUT_CHECK
-from dagster_project.defs.idb import REBUILD_TAG
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.state_store import STATE_DIR
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
+from deltalog.dagster_project.defs.checks import CHECK_NAME
+from deltalog.dagster_project.defs.edb import INPUT_CHECK
+from deltalog.dagster_project.defs.idb import REBUILD_TAG
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.state_store import STATE_DIR
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
 
 pytestmark = pytest.mark.dagster

@@ -9,12 +9,12 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.automation import automation_sensor_name, update_job_name
-from pipelines import delta_io
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.automation import automation_sensor_name, update_job_name
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, edb_tables, make_pipeline, tables_right
 
 pytestmark = pytest.mark.dagster

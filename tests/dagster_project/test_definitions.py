@@ -4,12 +4,12 @@ one multi-asset per stratum, deps from rule bodies, one Spark check per IDB pred
 import dagster as dg
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.checks import CHECK_NAME
-from dagster_project.defs.edb import INPUT_CHECK
-from dagster_project.defs.resources import WAREHOUSE_ENV, WarehouseResource
-from pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.checks import CHECK_NAME
+from deltalog.dagster_project.defs.edb import INPUT_CHECK
+from deltalog.dagster_project.defs.resources import WAREHOUSE_ENV, WarehouseResource
+from deltalog.pipelines.spec import PipelineSpec, load_pipeline
 from tests.dagster_project.tiny import make_pipeline
 
 pytestmark = pytest.mark.dagster
@@ -36,8 +36,8 @@ def _multi_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:
 
 
 def test_module_definitions_load():
-    from dagster_project.definitions import defs
-    from pipelines.spec import discover_pipelines
+    from deltalog.dagster_project.definitions import defs
+    from deltalog.pipelines.spec import discover_pipelines
 
     specs = [load_pipeline(folder) for folder in discover_pipelines()]
     assert {s.name for s in specs} >= {"debian", "wordnet"}
@@ -52,7 +52,7 @@ def test_module_definitions_load():
 
 
 def test_every_asset_has_group_kinds_description():
-    from dagster_project.definitions import defs
+    from deltalog.dagster_project.definitions import defs
 
     for spec in defs.resolve_asset_graph().asset_nodes:
         assert spec.group_name == spec.key.path[0]  # the pipeline's name

@@ -6,11 +6,11 @@ history afresh; a demo run wipes only its own pipeline's tables in a shared demo
 import dagster as dg
 import pytest
 
-from dagster_project.defs import asset_key
-from dagster_project.defs.edb import INPUT_CHECK
-from dagster_project.demo import MARKER, _fresh_warehouse, run_demo
-from pipelines.spec import load_pipeline
-from pipelines.state_store import state_dir
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.edb import INPUT_CHECK
+from deltalog.dagster_project.demo import MARKER, _fresh_warehouse, run_demo
+from deltalog.pipelines.spec import load_pipeline
+from deltalog.pipelines.state_store import state_dir
 
 pytestmark = pytest.mark.dagster
 

@@ -7,11 +7,11 @@ import json
 import dagster as dg
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.expectations import CHECK_NAME
-from pipelines.spec import load_pipeline
-from pipelines.warehouse import write_edb
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.expectations import CHECK_NAME
+from deltalog.pipelines.spec import load_pipeline
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline
 
 pytestmark = [pytest.mark.dagster]

@@ -15,14 +15,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dagster_project.defs.resources import WAREHOUSE_ENV
-from engine.errors import NOT_EMPTY
-from engine.naive import evaluate_naive
-from pipelines import cli, delta_io
-from pipelines.facts import read_csv_relation
-from pipelines.scaffold import NotEmptyError, init_project
-from pipelines.spec import PIPELINES_ENV, load_pipeline
-from schemas.relation import arrow_to_rows
+from deltalog.dagster_project.defs.resources import WAREHOUSE_ENV
+from deltalog.engine.errors import NOT_EMPTY
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import cli, delta_io
+from deltalog.pipelines.facts import read_csv_relation
+from deltalog.pipelines.scaffold import NotEmptyError, init_project
+from deltalog.pipelines.spec import PIPELINES_ENV, load_pipeline
+from deltalog.schemas.relation import arrow_to_rows
 
 pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
 
@@ -130,7 +130,7 @@ def test_dg_list_defs_on_the_generated_project(tmp_path, clean_env):
 def test_the_component_builds_the_same_definitions(tmp_path, clean_env):
     from dagster.components.testing import create_defs_folder_sandbox
 
-    from dagster_project.component import DeltalogPipelines
+    from deltalog.dagster_project.component import DeltalogPipelines
 
     init_project(tmp_path / "src_proj")
     with create_defs_folder_sandbox() as sandbox:
@@ -143,7 +143,7 @@ def test_the_component_builds_the_same_definitions(tmp_path, clean_env):
             component_cls=DeltalogPipelines,
             defs_path="deltalog",
             defs_yaml_contents={
-                "type": "dagster_project.component.DeltalogPipelines",
+                "type": "deltalog.dagster_project.component.DeltalogPipelines",
                 "attributes": {"paths": ["pipes", "broken"], "warehouse": "wh"},
             },
         )

@@ -6,19 +6,19 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.checks import CHECK_NAME
-from dagster_project.defs.edb import INPUT_CHECK
-from dagster_project.defs.idb import REBUILD_TAG
-from engine.errors import MISSING_INPUT, DeltalogError
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.commits import EDB_VERSIONS, INPUT_VERSIONS
-from pipelines.run import StratumRun
-from pipelines.spec import PipelineSpec
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows, rows_to_arrow
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.checks import CHECK_NAME
+from deltalog.dagster_project.defs.edb import INPUT_CHECK
+from deltalog.dagster_project.defs.idb import REBUILD_TAG
+from deltalog.engine.errors import MISSING_INPUT, DeltalogError
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.commits import EDB_VERSIONS, INPUT_VERSIONS
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import PipelineSpec
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows, rows_to_arrow
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]

@@ -8,12 +8,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-import dagster_project.build as definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.automation import update_job_name
-from dagster_project.defs.load_errors import FOLDER_KEY, LOAD_ERROR_KEY
-from engine.errors import DeltalogError
-from pipelines.spec import load_pipeline
+import deltalog.dagster_project.build as definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.automation import update_job_name
+from deltalog.dagster_project.defs.load_errors import FOLDER_KEY, LOAD_ERROR_KEY
+from deltalog.engine.errors import DeltalogError
+from deltalog.pipelines.spec import load_pipeline
 from tests.dagster_project.tiny import make_pipeline, tables_right
 
 pytestmark = pytest.mark.dagster
@@ -44,7 +44,7 @@ def test_a_broken_pipeline_does_not_take_down_the_others(tmp_path, caplog):
     syntax = _folder(base, "broken_syntax", BAD_PROGRAM, '[edb]\nedge = "b/edge"\n')
     binding = _folder(base, "broken_binding", GOOD_PROGRAM,
                       '[edb]\ne = "c/e"\n[idb]\nq = "c/q"\nnope = "c/nope"\n')
-    with caplog.at_level(logging.ERROR, logger="dagster_project.build"):
+    with caplog.at_level(logging.ERROR, logger="deltalog.dagster_project.build"):
         defs = definitions.build_definitions(paths=[base], root=root)
 
     graph = defs.resolve_asset_graph()

@@ -13,18 +13,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs.idb import REBUILD_ON_SPARK, REBUILD_TAG
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.commits import EDB_VERSIONS, INPUT_VERSIONS, SEQ, app_id
-from pipelines.faults import FAULT_ENV
-from pipelines.recompute import spark_recompute_checks
-from pipelines.run import StratumRun
-from pipelines.spec import PipelineSpec
-from pipelines.state_store import load_state, state_path
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs.idb import REBUILD_ON_SPARK, REBUILD_TAG
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.commits import EDB_VERSIONS, INPUT_VERSIONS, SEQ, app_id
+from deltalog.pipelines.faults import FAULT_ENV
+from deltalog.pipelines.recompute import spark_recompute_checks
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import PipelineSpec
+from deltalog.pipelines.state_store import load_state, state_path
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
 
 pytestmark = [pytest.mark.spark]
@@ -140,9 +140,9 @@ def test_first_rebuild_creates_and_stamps_the_tables(tmp_path, spark):
 
 CHILD = """
 import sys
-from pipelines.run import StratumRun
-from pipelines.spark.session import FAST_START_CONF, make_spark_session
-from pipelines.spec import load_pipeline
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spark.session import FAST_START_CONF, make_spark_session
+from deltalog.pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
 spark = make_spark_session("rebuild-child", FAST_START_CONF)
 for i in range(len(spec.program.strata)):

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from dagster_project.defs.resources import SparkResource
+from deltalog.dagster_project.defs.resources import SparkResource
 
 
 def test_defaults_are_local_with_every_core(monkeypatch):
@@ -30,7 +30,7 @@ def test_environment_and_configuration(monkeypatch):
 
 CHILD = """
 import json
-from dagster_project.defs.resources import SparkResource
+from deltalog.dagster_project.defs.resources import SparkResource
 spark = SparkResource(
     master="local[1]", driver_memory="1g", spark_config={"spark.sql.shuffle.partitions": "3"}
 ).session()

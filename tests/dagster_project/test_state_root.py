@@ -7,13 +7,13 @@ import shutil
 import dagster as dg
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs.resources import SparkResource, WarehouseResource
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.state_store import STATE_DIR
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs.resources import SparkResource, WarehouseResource
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.state_store import STATE_DIR
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
 
 pytestmark = [pytest.mark.dagster]

@@ -7,11 +7,11 @@ its weekly schedule is off until turned on (so it never runs by surprise)."""
 import dagster as dg
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs.automation import maintenance_job_name, update_job_name
-from dagster_project.defs.edb import INPUT_CHECK
-from pipelines.table_maintenance import maintain_tables
-from pipelines.warehouse import write_edb
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs.automation import maintenance_job_name, update_job_name
+from deltalog.dagster_project.defs.edb import INPUT_CHECK
+from deltalog.pipelines.table_maintenance import maintain_tables
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline, run_all, tables_right
 
 pytestmark = [pytest.mark.dagster]

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dagster_project.build import build_definitions
+from deltalog.dagster_project.build import build_definitions
 from tests.dagster_project.tiny import make_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_the_served_instance_shows_the_recorded_runs_and_a_passed_check(tmp_path
            "DELTALOG_WAREHOUSE": str(root)}
     server = subprocess.Popen(
         [str(Path(sys.executable).with_name("dagster-webserver")), "-h", "127.0.0.1", "-p",
-         str(port), "-m", "dagster_project.definitions"],
+         str(port), "-m", "deltalog.dagster_project.definitions"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(240):

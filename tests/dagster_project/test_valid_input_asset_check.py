@@ -7,10 +7,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs import asset_key
-from dagster_project.defs.edb import INPUT_CHECK
-from pipelines.warehouse import write_edb
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs import asset_key
+from deltalog.dagster_project.defs.edb import INPUT_CHECK
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline
 
 pytestmark = [pytest.mark.dagster]

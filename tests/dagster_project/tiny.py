@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.run import StratumRun
-from pipelines.spec import PipelineSpec, load_pipeline
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine.analysis.analyze import analyze
-from engine.errors import AnalysisError
-from engine.syntax import parse_program
+from deltalog.engine.analysis.analyze import analyze
+from deltalog.engine.errors import AnalysisError
+from deltalog.engine.syntax import parse_program
 
 
 def analyzed(text: str):

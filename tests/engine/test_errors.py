@@ -1,5 +1,5 @@
 """Error codes have one home and one meaning: every code is registered once in
-``engine/errors.py``, no other module spells a code out, and the README's table lists
+``deltalog/engine/errors.py``, no other module spells a code out, and the README's table lists
 exactly the registered codes."""
 
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import errors
+from deltalog.engine import errors
 
 REPO = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"[\"']DL\d{3}[\"']")
@@ -25,8 +25,8 @@ def test_each_code_is_registered_once():
 def test_no_module_spells_a_code_out():
     spelled = []
     for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            if path == REPO / "engine" / "errors.py":
+        for path in sorted((REPO / "deltalog" / package).rglob("*.py")):
+            if path == REPO / "deltalog" / "engine" / "errors.py":
                 continue
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if CODE.search(line):

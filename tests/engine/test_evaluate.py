@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.analysis.analyze import analyze, load_program
-from engine.errors import DataError
-from engine.evaluate import Evaluator, evaluate
-from engine.join.plan import all_vars, prepare
-from engine.join.trie import JoinStats
-from engine.naive import evaluate_naive
-from engine.syntax import parse_program
+from deltalog.engine.analysis.analyze import analyze, load_program
+from deltalog.engine.errors import DataError
+from deltalog.engine.evaluate import Evaluator, evaluate
+from deltalog.engine.join.plan import all_vars, prepare
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.syntax import parse_program
 from tests.engine.programs import edb_data, programs
 
 TC = """
@@ -103,10 +103,10 @@ def _valid_orders(rule):
         ok = True
         for v in order:
             if v not in atom_vars:
-                from engine.join.plan import compare_assignments
+                from deltalog.engine.join.plan import compare_assignments
 
                 sources = [e for t, e in (*prep.assigns, *compare_assignments(prep)) if t == v]
-                from engine.syntax.ast import expr_vars
+                from deltalog.engine.syntax.ast import expr_vars
 
                 if not any(expr_vars(e) <= seen for e in sources):
                     ok = False

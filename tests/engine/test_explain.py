@@ -1,4 +1,4 @@
-"""Derivation trees (``engine.explain``) against two oracles written apart from it: a
+"""Derivation trees (``deltalog.engine.explain``) against two oracles written apart from it: a
 checker that re-evaluates every rule instance of a tree in the current relations, and
 minimal heights from a Bellman-Ford iteration over the naive evaluator's rule instances.
 On random programs (recursion, mutual recursion, negation, aggregates) and data: every
@@ -10,11 +10,11 @@ import math
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from engine.analysis.analyze import load_program
-from engine.explain import Derivation, Explainer, render
-from engine.naive import _match, _solve, evaluate_naive
-from engine.semantics import compare, eval_expr
-from engine.syntax.ast import Atom, Compare, Negation, Var
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.explain import Derivation, Explainer, render
+from deltalog.engine.naive import _match, _solve, evaluate_naive
+from deltalog.engine.semantics import compare, eval_expr
+from deltalog.engine.syntax.ast import Atom, Compare, Negation, Var
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import DOMAIN, EDB_ARITY
 

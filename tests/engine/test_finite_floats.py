@@ -1,16 +1,16 @@
-"""Floats are finite (``engine.semantics``): an operation whose result would be ``inf`` or
+"""Floats are finite (``deltalog.engine.semantics``): an operation whose result would be ``inf`` or
 ``nan`` has no result, like division by zero, and a float sum beyond the float range is
 DL308 naming the predicate and group. Every evaluator agrees: the naive one (the oracle),
 full evaluation, and each maintenance strategy, after loading and after changes."""
 
 import pytest
 
-from engine.analysis.analyze import load_program
-from engine.errors import VALUE_OUT_OF_RANGE, DataError
-from engine.evaluate import evaluate
-from engine.naive import evaluate_naive
-from engine.runtime import make_engine
-from engine.semantics import aggregate, arith
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.errors import VALUE_OUT_OF_RANGE, DataError
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.runtime import make_engine
+from deltalog.engine.semantics import aggregate, arith
 
 STRATEGIES = ("recompute", "sensitivity", "dbsp", "auto")
 

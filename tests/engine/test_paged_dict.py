@@ -1,4 +1,4 @@
-"""Dicts on disk (``engine.segments.PagedDict``): a dict of rows opened from its segments
+"""Dicts on disk (``deltalog.engine.segments.PagedDict``): a dict of rows opened from its segments
 answers every question a dict answers, after any interleaving of changes, saves and opens
 (tiny pages and thresholds, so pages, deltas, folded chains and compactions all happen),
 against a plain dict; an opened dict reads no page, and a save writes the entries changed
@@ -12,17 +12,17 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-import engine.ivm.interval_index as interval_index
-import engine.ivm.stratum as stratum_module
-import engine.segments as seg
-import engine.storage as storage
-from engine import state_codec
-from engine.analysis.analyze import load_program
-from engine.errors import DataError
-from engine.ivm.stratum import SensitivityStratum
-from engine.naive import evaluate_naive
-from engine.runtime import IncrementalEngine
-from engine.segments import MemorySegments, PagedDict, PagedMapping
+import deltalog.engine.ivm.interval_index as interval_index
+import deltalog.engine.ivm.stratum as stratum_module
+import deltalog.engine.segments as seg
+import deltalog.engine.storage as storage
+from deltalog.engine import state_codec
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.errors import DataError
+from deltalog.engine.ivm.stratum import SensitivityStratum
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.segments import MemorySegments, PagedDict, PagedMapping
 from tests.engine.test_segments import _Store
 
 KEYS = [(i, j) for i in range(10) for j in range(2)]

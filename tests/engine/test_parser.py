@@ -2,8 +2,17 @@
 
 import pytest
 
-from engine.errors import DeltalogSyntaxError
-from engine.syntax import Aggregate, Atom, BinOp, Compare, Const, Negation, Var, parse_program
+from deltalog.engine.errors import DeltalogSyntaxError
+from deltalog.engine.syntax import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Compare,
+    Const,
+    Negation,
+    Var,
+    parse_program,
+)
 
 
 def test_declarations_relational_and_functional():

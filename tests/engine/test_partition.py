@@ -11,10 +11,10 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.analysis.analyze import analyze, load_program
-from engine.naive import evaluate_naive
-from engine.partition import Partitioning, plan_partitioning
-from engine.syntax.ast import Atom, Decl, Negation, Program, Var
+from deltalog.engine.analysis.analyze import analyze, load_program
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.partition import Partitioning, plan_partitioning
+from deltalog.engine.syntax.ast import Atom, Decl, Negation, Program, Var
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import edb_data, programs
 

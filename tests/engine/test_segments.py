@@ -1,4 +1,5 @@
-"""Relations on disk (``engine.segments``): a ``PagedRows`` opened from its segments answers
+"""Relations on disk (``deltalog.engine.segments``): a ``PagedRows`` opened from its segments
+answers
 every question a sorted set answers, after any interleaving of changes, saves and opens
 (tiny pages and thresholds, so pages, deltas and compactions all happen), against a plain
 ``SortedList``; an opened run reads the pages a question needs, and a save writes the rows
@@ -10,10 +11,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sortedcontainers import SortedList
 
-import engine.segments as seg
-from engine.segments import CorruptSegment, MemorySegments, PagedRows, SortedRun, write_run
-from engine.sentinels import BOTTOM, TOP
-from engine.storage import VersionedRelation
+import deltalog.engine.segments as seg
+from deltalog.engine.segments import CorruptSegment, MemorySegments, PagedRows, SortedRun, write_run
+from deltalog.engine.sentinels import BOTTOM, TOP
+from deltalog.engine.storage import VersionedRelation
 
 ROW = st.tuples(st.integers(0, 6), st.integers(0, 6))
 
@@ -169,7 +170,7 @@ def test_a_damaged_page_or_index_is_told():
 def test_a_relation_saved_to_segments_opens_paged_and_commits():
     """``VersionedRelation`` marks its large rows and indexes ``Paged``: saved through a
     store they come back as runs; saved without, as the in-memory set and lists."""
-    from engine import state_codec
+    from deltalog.engine import state_codec
 
     rel = VersionedRelation("r", 2, [(i, i % 3) for i in range(10_000)])
     rel.index((1, 0))

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sortedcontainers import SortedList
 
-from engine import state_codec
-from engine.analysis.analyze import load_program
-from engine.runtime import IncrementalEngine
-from engine.sentinels import BOTTOM, TOP
+from deltalog.engine import state_codec
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.sentinels import BOTTOM, TOP
 
 PROGRAMS = {
     "sensitivity": """
@@ -88,14 +88,14 @@ class Node:  # stands for an engine class in the test above (engine modules only
         self.next = None
 
 
-Node.__module__ = "engine.storage"  # resolved by name when read: see the patch below
+Node.__module__ = "deltalog.engine.storage"  # resolved by name when read: see the patch below
 
 
 @pytest.fixture(autouse=True)
 def _node_is_an_engine_class(monkeypatch):
-    import engine.storage
+    import deltalog.engine.storage
 
-    monkeypatch.setattr(engine.storage, "Node", Node, raising=False)
+    monkeypatch.setattr(deltalog.engine.storage, "Node", Node, raising=False)
 
 
 values = st.recursive(
@@ -159,8 +159,9 @@ def test_the_helpers_write_what_the_reader_reads():
 @pytest.mark.parametrize(
     "module,name",
     [("builtins", "eval"), ("builtins", "object"), ("os", "system"), ("subprocess", "Popen"),
-     ("engine.runtime", "gc"), ("engine.storage", "partial"), ("engine.runtime", "gc.enable"),
-     ("engine.storage", "add_into"), ("engine.storage", "BOTTOM")],
+     ("deltalog.engine.runtime", "gc"), ("deltalog.engine.storage", "partial"),
+     ("deltalog.engine.runtime", "gc.enable"), ("deltalog.engine.storage", "add_into"),
+     ("deltalog.engine.storage", "BOTTOM")],
 )
 def test_a_state_naming_anything_but_an_engine_class_is_refused(module, name):
     with pytest.raises(state_codec.UnsafeState):
@@ -168,7 +169,8 @@ def test_a_state_naming_anything_but_an_engine_class_is_refused(module, name):
 
 
 @pytest.mark.parametrize(
-    "module,name", [("os", "system"), ("builtins", "eval"), ("engine.runtime", "gc.enable")]
+    "module,name",
+    [("os", "system"), ("builtins", "eval"), ("deltalog.engine.runtime", "gc.enable")],
 )
 def test_a_state_naming_a_function_other_than_the_engines_is_refused(module, name):
     blob = _state(msgpack.ExtType(state_codec._FUNC, msgpack.packb([module, name])))

@@ -8,8 +8,8 @@ commits continues the same."""
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from engine.analysis.analyze import load_program
-from engine.runtime import IncrementalEngine, make_engine
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.runtime import IncrementalEngine, make_engine
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import as_deltas, edb_batches, edb_data
 

@@ -9,9 +9,9 @@ triejoin's iterator operations grow like N^1.5 too (the AGM bound for triangles)
 
 import math
 
-from engine.analysis.analyze import load_program
-from engine.evaluate import evaluate
-from engine.join.trie import JoinStats
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.join.trie import JoinStats
 
 TRIANGLES = ".decl e(a: int, b: int)\nt(x, y, z) :- e(x, y), e(y, z), e(z, x)."
 
@@ -68,9 +68,9 @@ def test_wildcards_are_joined_last_with_one_witness():
     """Found by the CLI fuzzer: a body with 40 ``e(_, w)`` atoms. Wildcards ordered before
     the head's variables made the join enumerate every combination of their values (over a
     minute here); ordered last, each needs one witness."""
-    from engine.analysis.analyze import load_program
-    from engine.evaluate import evaluate
-    from engine.join.trie import JoinStats
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.evaluate import evaluate
+    from deltalog.engine.join.trie import JoinStats
 
     wild = ", ".join(["e(_,w)"] * 40)
     prog = load_program(
@@ -90,10 +90,10 @@ def test_wildcards_go_after_a_head_variable_not_connected_to_them():
     y shares no atom with w, so the wildcards (connected to w) were bound before it and
     every combination of theirs was joined with u (3^26); now they follow y, in the plans
     of every strategy, and the answers stay the recompute's."""
-    from engine.analysis.analyze import load_program
-    from engine.dbsp.stratum import _seeded_order
-    from engine.join.plan import choose_order, prepare
-    from engine.runtime import IncrementalEngine, RecomputeEngine
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.dbsp.stratum import _seeded_order
+    from deltalog.engine.join.plan import choose_order, prepare
+    from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 
     wild = "f(_, w), e(_, w), f(w, _), e(w, _)"
     prog = load_program(".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
@@ -118,9 +118,9 @@ def test_an_atom_repeated_up_to_its_wildcards_is_joined_once():
     """Found by the fuzz: 19 copies of ``e(4, _)``. The same condition under set semantics,
     kept once; before, DBSP's counting join enumerated every combination of their witnesses
     (3^19) and the others joined them one at a time."""
-    from engine.analysis.analyze import load_program
-    from engine.join.plan import prepare
-    from engine.runtime import IncrementalEngine, RecomputeEngine
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.join.plan import prepare
+    from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 
     copies = ", ".join(["e(4, _)"] * 19)
     prog = load_program(".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n"

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 from debian.debian_support import Version
 
-from examples.debian.snapshot import (
+from deltalog.examples.debian.snapshot import (
     DATA_DIR,
     SCHEMAS,
     SNAPSHOT_VERSIONS,

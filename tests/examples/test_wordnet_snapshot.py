@@ -14,10 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine.evaluate import evaluate
-from engine.values import Row
-from examples.wordnet.refresh_snapshot import RefreshError, parse_data_file
-from examples.wordnet.snapshot import (
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.values import Row
+from deltalog.examples.wordnet.refresh_snapshot import RefreshError, parse_data_file
+from deltalog.examples.wordnet.snapshot import (
     BASE_FILE,
     CATEGORIES_FILE,
     CHANGES_FILE,
@@ -34,8 +34,8 @@ from examples.wordnet.snapshot import (
     restrict,
     tables_from_records,
 )
-from pipelines.spec import discover_pipelines, load_pipeline
-from schemas.relation import arrow_schema, arrow_to_rows
+from deltalog.pipelines.spec import discover_pipelines, load_pipeline
+from deltalog.schemas.relation import arrow_schema, arrow_to_rows
 
 ENTITY, DOG, CANINE, DOMESTIC_ANIMAL, ANIMAL = (
     100001740,

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from engine.analysis.analyze import load_program
-from engine.naive import evaluate_naive
-from engine.values import format_relations
-from pipelines.cli import main
-from pipelines.facts import load_facts_dir
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.values import format_relations
+from deltalog.pipelines.cli import main
+from deltalog.pipelines.facts import load_facts_dir
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import DOMAIN, EDB_ARITY
 
@@ -223,7 +223,7 @@ def _show(case: Case) -> str:
 def _run_output(prog, inputs, script: str) -> list[str]:
     """What ``deltalog run`` prints for ``script`` (which ran): at each dump, the relations
     the naive evaluator computes from the EDB after the commits before it."""
-    from engine.script import parse_script
+    from deltalog.engine.script import parse_script
 
     rels = {name: set(rows) for name, rows in inputs.items()}
     pending: dict[str, dict] = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from deltalog.pipelines.cli import main
 
 HERE = Path(__file__).parent
 CASES = sorted(p.parent.name for p in HERE.glob("*/program.dl"))
@@ -20,7 +20,7 @@ SCRIPT_CASES = [c for c in CASES if (HERE / c / "script.txt").exists()]
 
 
 def _recursive(folder: Path) -> bool:
-    from engine.analysis.analyze import load_program
+    from deltalog.engine.analysis.analyze import load_program
 
     prog = load_program((folder / "program.dl").read_text())
     return any(s.recursive for s in prog.strata)

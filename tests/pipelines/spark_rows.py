@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from engine.values import Row
+from deltalog.engine.values import Row
 
 
 def collect_all(got: Mapping[str, DataFrame]) -> dict[str, list[Row]]:

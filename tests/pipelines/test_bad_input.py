@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from engine.errors import BAD_INPUT
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.quality import BadInputError
-from pipelines.run import StratumRun
-from pipelines.spec import PipelineSpec, load_pipeline
-from pipelines.state_store import STATE_DIR
-from schemas.relation import arrow_to_rows
+from deltalog.engine.errors import BAD_INPUT
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.quality import BadInputError
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines.state_store import STATE_DIR
+from deltalog.schemas.relation import arrow_to_rows
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)

@@ -14,8 +14,8 @@ from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from pipelines import delta_io, inputs
-from pipelines.state_store import load_state, state_path
+from deltalog.pipelines import delta_io, inputs
+from deltalog.pipelines.state_store import load_state, state_path
 from tests.dagster_project.tiny import edge_table, make_pipeline, run_all, tables_right
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from deltalog.pipelines.cli import main
 
 PROGRAM = """
 .decl e(src: int, dst: int)

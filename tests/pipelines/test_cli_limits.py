@@ -6,8 +6,8 @@ and a program that derives without end bounded by --max-iterations (DL312)."""
 
 import pytest
 
-from pipelines.cli import main
-from pipelines.facts import MAX_FIELD
+from deltalog.pipelines.cli import main
+from deltalog.pipelines.facts import MAX_FIELD
 
 
 def _run(capsys, *argv):

@@ -16,8 +16,8 @@ from deltalake.exceptions import DeltaError
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from engine.errors import CODES, DeltalogError
-from pipelines import delta_io, run
+from deltalog.engine.errors import CODES, DeltalogError
+from deltalog.pipelines import delta_io, run
 from tests.dagster_project.tiny import edge_table, make_pipeline, run_all, tables_right
 
 pytestmark = pytest.mark.filterwarnings("ignore")

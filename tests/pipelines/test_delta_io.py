@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from engine.errors import CHANGE_MISFIT, TXN_TAKEN, NotSupportedError
-from pipelines import delta_io
-from schemas.relation import arrow_to_rows
+from deltalog.engine.errors import CHANGE_MISFIT, TXN_TAKEN, NotSupportedError
+from deltalog.pipelines import delta_io
+from deltalog.schemas.relation import arrow_to_rows
 
 SCHEMA = pa.schema(
     [
@@ -139,9 +139,9 @@ def test_spark_refuses_tables_a_parquet_read_would_get_wrong(tmp_path, spark, co
 
 
 def test_rows_arrow_round_trip_and_string_views():
-    from engine.analysis.program import RelationSchema
-    from engine.syntax.ast import Column
-    from schemas.relation import arrow_schema, rows_to_arrow
+    from deltalog.engine.analysis.program import RelationSchema
+    from deltalog.engine.syntax.ast import Column
+    from deltalog.schemas.relation import arrow_schema, rows_to_arrow
 
     schema = RelationSchema(
         "r", (Column("n", "int"), Column("s", "string"), Column("x", "float")), False

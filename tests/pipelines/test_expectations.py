@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from engine.errors import DeltalogError
-from pipelines import delta_io, expectations, quality
-from pipelines.inputs import check_input
-from pipelines.spec import load_pipeline
+from deltalog.engine.errors import DeltalogError
+from deltalog.pipelines import delta_io, expectations, quality
+from deltalog.pipelines.inputs import check_input
+from deltalog.pipelines.spec import load_pipeline
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)

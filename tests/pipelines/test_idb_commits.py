@@ -7,9 +7,9 @@ commit carries the run's application transaction."""
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines import delta_io
-from pipelines.commits import app_id
-from pipelines.warehouse import write_edb
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.commits import app_id
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline, run_all, tables_right
 
 

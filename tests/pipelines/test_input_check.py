@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines import delta_io
-from pipelines.inputs import check_input
-from pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.inputs import check_input
+from deltalog.pipelines.spec import PipelineSpec, load_pipeline
 
 PROGRAM = """\
 .decl price[item: int] = amount: float

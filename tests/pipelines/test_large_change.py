@@ -5,11 +5,11 @@ incremental again."""
 
 import pytest
 
-from engine.naive import evaluate_naive
-from pipelines import delta_io, run
-from pipelines.run import StratumRun
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io, run
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
 
 

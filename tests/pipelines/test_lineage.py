@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import DeltalogError
-from engine.naive import evaluate_naive
-from pipelines import lineage
-from pipelines.warehouse import write_edb
+from deltalog.engine.errors import DeltalogError
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import lineage
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import (
     EDGES_V1,
     NODES,
@@ -111,7 +111,7 @@ def test_what_if_catches_up_with_versions_no_run_consumed_yet(pipeline):
 
 
 def test_the_command_line(pipeline, capsys):
-    from pipelines.cli import main
+    from deltalog.pipelines.cli import main
 
     spec, root = pipeline
     base = [str(spec.directory), "--warehouse", str(root)]

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import DeltalogError
-from engine.naive import evaluate_naive
-from engine.values import format_fact
-from pipelines import lineage
-from pipelines.warehouse import write_edb
+from deltalog.engine.errors import DeltalogError
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.values import format_fact
+from deltalog.pipelines import lineage
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline, run_all
 
 EDGE = st.tuples(st.integers(1, 5), st.integers(1, 5))
@@ -158,7 +158,7 @@ def test_history_lists_runs_that_did_not_change_the_table(history):
 
 
 def test_errors_are_one_dl_line(history, capsys):
-    from pipelines.cli import main
+    from deltalog.pipelines.cli import main
 
     spec, root = history
     base = [str(spec.directory), "--warehouse", str(root)]
@@ -183,7 +183,7 @@ def test_errors_are_one_dl_line(history, capsys):
 
 
 def test_command_line_show_and_diff(history, capsys):
-    from pipelines.cli import main
+    from deltalog.pipelines.cli import main
 
     spec, root = history
     base = [str(spec.directory), "--warehouse", str(root)]
@@ -263,7 +263,7 @@ def test_run_sample_is_bounded(tmp_path, monkeypatch):
 def test_the_materialization_metadata_carries_the_sample(tmp_path):
     import dagster as dg
 
-    from dagster_project.definitions import build_definitions
+    from deltalog.dagster_project.definitions import build_definitions
 
     spec, root = make_pipeline(tmp_path)
     defs = build_definitions([spec], root=root)

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines import delta_io
+from deltalog.pipelines import delta_io
 from tests.dagster_project.tiny import (
     EDGES_V1,
     edge_table,

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import CONCURRENT
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.commits import INPUT_VERSIONS, SEQ, app_id
-from pipelines.faults import FAULT_ENV, FAULT_POINTS
-from pipelines.run import StratumRun
-from pipelines.spec import PipelineSpec, load_pipeline
-from pipelines.state_store import state_path, stratum_lock
-from pipelines.warehouse import write_edb
-from schemas.relation import arrow_to_rows, rows_to_arrow
+from deltalog.engine.errors import CONCURRENT
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.commits import INPUT_VERSIONS, SEQ, app_id
+from deltalog.pipelines.faults import FAULT_ENV, FAULT_POINTS
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines.state_store import state_path, stratum_lock
+from deltalog.pipelines.warehouse import write_edb
+from deltalog.schemas.relation import arrow_to_rows, rows_to_arrow
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, edb_tables, make_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,10 +60,10 @@ def _seq_commits(spec: PipelineSpec, root) -> dict[str, list[str]]:
 
 SMALL_ENV = "DELTALOG_TEST_SMALL_SEGMENTS"
 SMALL = {  # module -> name -> value: tiny pages and arrays, compaction at every change
-    "engine.segments": {"PAGE_ROWS": 2, "PAGED_MIN": 2, "COMPACT_SHARE": 0},
-    "engine.storage": {"PAGED_MIN": 2},
-    "engine.state_codec": {"ARRAY_MIN": 16},
-    "pipelines.state_store": {"ARRAY_SHARE": 0},
+    "deltalog.engine.segments": {"PAGE_ROWS": 2, "PAGED_MIN": 2, "COMPACT_SHARE": 0},
+    "deltalog.engine.storage": {"PAGED_MIN": 2},
+    "deltalog.engine.state_codec": {"ARRAY_MIN": 16},
+    "deltalog.pipelines.state_store": {"ARRAY_SHARE": 0},
 }
 
 CHILD = """
@@ -71,8 +71,8 @@ import importlib, json, os, sys
 for module, names in json.loads(os.environ.get("DELTALOG_TEST_SMALL_SEGMENTS", "{}")).items():
     for name, value in names.items():
         setattr(importlib.import_module(module), name, value)
-from pipelines.run import StratumRun
-from pipelines.spec import load_pipeline
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
 modes = {}
 for i in range(len(spec.program.strata)):

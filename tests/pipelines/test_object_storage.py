@@ -14,12 +14,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dagster_project.definitions import build_definitions
-from dagster_project.defs.resources import SparkResource, WarehouseResource
-from engine.errors import DataError, NotSupportedError
-from pipelines import delta_io
-from pipelines.run import StratumRun
-from pipelines.warehouse import write_edb
+from deltalog.dagster_project.definitions import build_definitions
+from deltalog.dagster_project.defs.resources import SparkResource, WarehouseResource
+from deltalog.engine.errors import DataError, NotSupportedError
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline, tables_right
 
 EDGES_V2 = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 1), (6, 7)]

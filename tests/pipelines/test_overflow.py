@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from engine.errors import VALUE_OUT_OF_RANGE, DataError
-from pipelines import delta_io
-from pipelines.run import StratumRun
-from pipelines.spec import load_pipeline
+from deltalog.engine.errors import VALUE_OUT_OF_RANGE, DataError
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import load_pipeline
 
 PROGRAM = """\
 .decl n(x: int)

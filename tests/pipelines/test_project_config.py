@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.defs.resources import REPO_ROOT, WAREHOUSE_ENV, default_warehouse_root
-from engine.errors import BAD_PROJECT
-from pipelines.spec import (
+from deltalog.dagster_project.defs.resources import REPO_ROOT, WAREHOUSE_ENV, default_warehouse_root
+from deltalog.engine.errors import BAD_PROJECT
+from deltalog.pipelines.spec import (
     EXAMPLES_DIR,
     PIPELINES_ENV,
     ProjectError,
@@ -116,7 +116,7 @@ def test_a_pyproject_that_is_not_toml_is_dl402(tmp_path):
 def test_the_cli_warehouse_default_follows_the_same_order(project, monkeypatch, tmp_path):
     import argparse
 
-    from pipelines import cli
+    from deltalog.pipelines import cli
 
     args = argparse.Namespace(pipeline="alpha", warehouse=None)
     spec, root = cli._pipeline(args)

@@ -15,15 +15,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.analysis.analyze import load_program
-from engine.errors import DataError, NotSupportedError
-from engine.naive import evaluate_naive
-from engine.values import Row
-from pipelines.spark import columns
-from pipelines.spark.compiler import recompute
-from pipelines.spark.plan import plan_rule
-from pipelines.spark.session import collect_rows, to_spark
-from schemas.relation import spark_schema
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.errors import DataError, NotSupportedError
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.values import Row
+from deltalog.pipelines.spark import columns
+from deltalog.pipelines.spark.compiler import recompute
+from deltalog.pipelines.spark.plan import plan_rule
+from deltalog.pipelines.spark.session import collect_rows, to_spark
+from deltalog.schemas.relation import spark_schema
 from tests.pipelines.spark_rows import collect_all
 
 pytestmark = pytest.mark.spark
@@ -338,7 +338,7 @@ def test_planner_avoids_cross_joins() -> None:
 
 
 def test_debian_program(spark: SparkSession) -> None:
-    text = (ROOT / "examples" / "debian" / "program.dl").read_text()
+    text = (ROOT / "deltalog" / "examples" / "debian" / "program.dl").read_text()
     packages = [
         ("app", "1.0", "utils"),
         ("libfoo", "2.1", "libs"),
@@ -400,7 +400,7 @@ def test_unorderable_body_is_not_supported() -> None:
     first) is DL901 with the rule and its location, not a crash."""
     import dataclasses
 
-    from engine.syntax.ast import Compare, Const, Var
+    from deltalog.engine.syntax.ast import Compare, Const, Var
 
     prog = load_program(".decl q(x: int)\np(x) :- q(x).", "prog.dl")
     (rule,) = prog.program.rules

@@ -19,18 +19,18 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from engine.analysis.analyze import analyze, load_program
-from engine.analysis.program import AnalyzedProgram
-from engine.errors import DeltalogError
-from engine.evaluate import evaluate
-from engine.naive import evaluate_naive
-from engine.script import parse_script
-from engine.syntax.ast import Atom, Negation, Program, Rule
-from engine.syntax.parser import parse_program
-from engine.values import Row
-from pipelines.facts import load_facts_dir
-from pipelines.spark.compiler import recompute
-from pipelines.spark.session import to_spark
+from deltalog.engine.analysis.analyze import analyze, load_program
+from deltalog.engine.analysis.program import AnalyzedProgram
+from deltalog.engine.errors import DeltalogError
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.naive import evaluate_naive
+from deltalog.engine.script import parse_script
+from deltalog.engine.syntax.ast import Atom, Negation, Program, Rule
+from deltalog.engine.syntax.parser import parse_program
+from deltalog.engine.values import Row
+from deltalog.pipelines.facts import load_facts_dir
+from deltalog.pipelines.spark.compiler import recompute
+from deltalog.pipelines.spark.session import to_spark
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import edb_data, programs
 from tests.pipelines.spark_rows import collect_all

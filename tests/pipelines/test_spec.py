@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import BAD_BINDING, DeltalogError
-from pipelines.spec import BindingError, discover_pipelines, load_pipeline
+from deltalog.engine.errors import BAD_BINDING, DeltalogError
+from deltalog.pipelines.spec import BindingError, discover_pipelines, load_pipeline
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from pipelines import delta_io
-from pipelines.recompute import spark_recompute_checks
-from pipelines.run import StratumRun
-from pipelines.state_store import load_state, save_state, state_path
-from pipelines.warehouse import write_edb
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.recompute import spark_recompute_checks
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.state_store import load_state, save_state, state_path
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline
 
 pytestmark = pytest.mark.spark

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.segments
-import engine.state_codec
-import engine.storage
-import pipelines.state_store
-from engine import state_codec
-from engine.runtime import IncrementalEngine
-from pipelines.state_store import CURRENT, load_state, save_state, state_path
-from pipelines.warehouse import write_edb
+import deltalog.engine.segments
+import deltalog.engine.state_codec
+import deltalog.engine.storage
+import deltalog.pipelines.state_store
+from deltalog.engine import state_codec
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.pipelines.state_store import CURRENT, load_state, save_state, state_path
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import (
     EDGES_V1,
     edb_tables,
@@ -37,10 +37,10 @@ EDGES_V3 = [(1, 2), (2, 3), (3, 4), (4, 5), (6, 7), (7, 1)]
 
 @pytest.fixture
 def small_segments(monkeypatch):
-    monkeypatch.setattr(engine.segments, "PAGE_ROWS", 2)
-    monkeypatch.setattr(engine.segments, "PAGED_MIN", 2)
-    monkeypatch.setattr(engine.storage, "PAGED_MIN", 2)
-    monkeypatch.setattr(engine.state_codec, "ARRAY_MIN", 16)
+    monkeypatch.setattr(deltalog.engine.segments, "PAGE_ROWS", 2)
+    monkeypatch.setattr(deltalog.engine.segments, "PAGED_MIN", 2)
+    monkeypatch.setattr(deltalog.engine.storage, "PAGED_MIN", 2)
+    monkeypatch.setattr(deltalog.engine.state_codec, "ARRAY_MIN", 16)
 
 
 class _RunsCode:
@@ -146,7 +146,7 @@ def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
 ):
     """Sorted runs past ``CHECKED_MAX`` are checked a page at a time, when a page is
     read: a damaged page met in the middle of a run rebuilds from the tables."""
-    monkeypatch.setattr(pipelines.state_store, "CHECKED_MAX", 0)
+    monkeypatch.setattr(deltalog.pipelines.state_store, "CHECKED_MAX", 0)
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
     path = state_path(root, spec.name, spec.stratum_of("path"))
@@ -215,7 +215,7 @@ def test_a_large_segment_is_checked_whole_once_until_its_file_changes(
     in the manifest; later runs do not read them whole again while the file is unchanged;
     every ``RECHECK_RUNS`` runs they do, and a write to the file, even
     of the same size, makes the next open check it and a damage rebuild."""
-    monkeypatch.setattr(pipelines.state_store, "STAMP_AGE_NS", 0)
+    monkeypatch.setattr(deltalog.pipelines.state_store, "STAMP_AGE_NS", 0)
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
     write_edb(root, spec, edb_tables(EDGES_V3))
@@ -224,18 +224,18 @@ def test_a_large_segment_is_checked_whole_once_until_its_file_changes(
     state = load_state(path)
     stamped = [n for n, meta in state.segments.items() if meta[3] is not None]
     arrays = [n for n in stamped if not state.segments[n][2]
-              and (path / n).stat().st_size >= engine.state_codec.ARRAY_MIN
+              and (path / n).stat().st_size >= deltalog.engine.state_codec.ARRAY_MIN
               and n != state.root]
     assert stamped and arrays
-    monkeypatch.setattr(pipelines.state_store, "RECHECK_RUNS", 10**9)
+    monkeypatch.setattr(deltalog.pipelines.state_store, "RECHECK_RUNS", 10**9)
     checked = _checked_whole(path)
     assert not any(checked[n] for n in stamped)
     write_edb(root, spec, edb_tables(EDGES_V2))
     third = run_all(spec, root)["path"]
     assert third.mode == "incremental" and third.stats["state_bytes_read"] > 0
-    monkeypatch.setattr(pipelines.state_store, "RECHECK_RUNS", 1)  # every run is due
+    monkeypatch.setattr(deltalog.pipelines.state_store, "RECHECK_RUNS", 1)  # every run is due
     assert all(_checked_whole(path).values())
-    monkeypatch.setattr(pipelines.state_store, "RECHECK_RUNS", 10**9)
+    monkeypatch.setattr(deltalog.pipelines.state_store, "RECHECK_RUNS", 10**9)
     state = load_state(path)
     target = next(n for n in arrays if n in state.segments)
     blob = bytearray((path / target).read_bytes())

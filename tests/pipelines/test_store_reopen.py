@@ -1,7 +1,7 @@
 """A store closed and reopened, and compacted at any point, answers as an engine that never
 closed: random programs (recursive and not, negation, aggregates, complements) on every
 strategy, under random batches of changes; between commits the engine is saved to a real
-store folder (``pipelines.state_store``: files, manifest, array pages through
+store folder (``deltalog.pipelines.state_store``: files, manifest, array pages through
 ``/proc/self/pagemap``) and opened again from it, or saved with every threshold at zero
 so that each sorted run, paged dict, interval index, array and input patch is compacted.
 
@@ -17,15 +17,15 @@ from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine import segments, state_codec, storage
-from engine.analysis.analyze import load_program
-from engine.dbsp import columnar
-from engine.evaluate import evaluate
-from engine.ivm import interval_index
-from engine.ivm import stratum as ivm_stratum
-from engine.runtime import IncrementalEngine
-from pipelines import state_store
-from pipelines.state_store import Reader, StratumState, load_state, save_state
+from deltalog.engine import segments, state_codec, storage
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.dbsp import columnar
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.ivm import interval_index
+from deltalog.engine.ivm import stratum as ivm_stratum
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.pipelines import state_store
+from deltalog.pipelines.state_store import Reader, StratumState, load_state, save_state
 from tests.engine.programs import as_deltas, edb_changes, edb_data, programs
 
 # (module, name, tiny value): what decides whether a part of the state is a segment.

@@ -5,18 +5,18 @@ WordNet pipelines, and keeps giving it after a change to its inputs."""
 import pyarrow.compute as pc
 import pytest
 
-from engine.evaluate import evaluate
-from engine.runtime import IncrementalEngine, diff
-from pipelines.spec import load_pipeline
-from pipelines.stratum_program import stratum_digest, stratum_program
-from schemas.relation import arrow_to_rows
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.runtime import IncrementalEngine, diff
+from deltalog.pipelines.spec import load_pipeline
+from deltalog.pipelines.stratum_program import stratum_digest, stratum_program
+from deltalog.schemas.relation import arrow_to_rows
 
 
 @pytest.fixture(scope="module")
 def debian_slice() -> dict[str, dict[str, set]]:
     """Two EDB versions: the packages of sections admin and shells (with their depends and
     provides), and the same minus a fifth of the depends plus the vulnerable list."""
-    from examples.debian.snapshot import load_snapshot
+    from deltalog.examples.debian.snapshot import load_snapshot
 
     tables = load_snapshot(1)
     package = tables["package"]

@@ -7,8 +7,8 @@ import shutil
 
 from deltalake import write_deltalake
 
-from pipelines import delta_io
-from pipelines.state_store import state_dir
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.state_store import state_dir
 from tests.dagster_project.tiny import (
     EDGES_V1,
     edge_table,

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from engine.errors import DeltalogError
-from pipelines import delta_io
-from pipelines.faults import FAULT_ENV
-from pipelines.recompute import table_edb_versions
-from pipelines.run import StratumRun
-from pipelines.state_store import drop_state, load_state, state_path
-from pipelines.table_maintenance import maintain_tables, needed_versions
-from pipelines.warehouse import write_edb
+from deltalog.engine.errors import DeltalogError
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.faults import FAULT_ENV
+from deltalog.pipelines.recompute import table_edb_versions
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.state_store import drop_state, load_state, state_path
+from deltalog.pipelines.table_maintenance import maintain_tables, needed_versions
+from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import (
     EDGES_V1,
     edb_tables,
@@ -220,8 +220,8 @@ def test_the_versions_the_checks_read_stay(tmp_path, states):
 
 CHILD = """
 import sys
-from pipelines.run import StratumRun
-from pipelines.spec import load_pipeline
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import load_pipeline
 spec = load_pipeline(sys.argv[1])
 StratumRun(sys.argv[2], spec, int(sys.argv[3])).materialize()
 """

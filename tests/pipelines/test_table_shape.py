@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 
-from engine.errors import DataError
-from engine.naive import evaluate_naive
-from pipelines import delta_io
-from pipelines.spec import load_pipeline
-from schemas.relation import arrow_to_rows
+from deltalog.engine.errors import DataError
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.spec import load_pipeline
+from deltalog.schemas.relation import arrow_to_rows
 from tests.dagster_project.tiny import EDGES_V1, NODES, START, make_pipeline, run_all
 
 

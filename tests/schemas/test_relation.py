@@ -7,15 +7,15 @@ import sys
 
 import pyarrow as pa
 
-from engine.analysis.analyze import load_program
-from schemas.relation import arrow_schema, dagster_table_schema, spark_schema
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.schemas.relation import arrow_schema, dagster_table_schema, spark_schema
 
 PROGRAM = ".decl r(k: int, x: float, s: string)\nf[k] = n <- agg<<n = count()>> r(k, _, _).\n"
 
 
 def test_importing_schemas_imports_neither_pyspark_nor_dagster():
     code = (
-        "import sys, schemas.relation; "
+        "import sys, deltalog.schemas.relation; "
         "print(sorted(m for m in ('pyspark', 'dagster') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

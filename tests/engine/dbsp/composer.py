@@ -5,12 +5,12 @@ stratum by stratum with commits, ``store.settle()`` at the end)."""
 
 from collections.abc import Iterable, Mapping
 
-from engine.analysis.program import AnalyzedProgram
-from engine.dbsp.stratum import DbspStratum
-from engine.heads import check_functional
-from engine.semantics import coerce
-from engine.storage import Delta, RelationStore
-from engine.values import Row
+from deltalog.engine.analysis.program import AnalyzedProgram
+from deltalog.engine.dbsp.stratum import DbspStratum
+from deltalog.engine.heads import check_functional
+from deltalog.engine.semantics import coerce
+from deltalog.engine.storage import Delta, RelationStore
+from deltalog.engine.values import Row
 
 
 class DbspComposer:

@@ -1,6 +1,6 @@
-"""The columnar kernel's value dictionaries (``engine.dbsp.columnar._Codes``) kept in a
+"""The columnar kernel's value dictionaries (``deltalog.engine.dbsp.columnar._Codes``) kept in a
 segment store: encoded, decoded, saved and opened again any number of times (in memory
-and through the store of ``pipelines.state_store``), they give the codes a dict gives
+and through the store of ``deltalog.pipelines.state_store``), they give the codes a dict gives
 (the same code for values a dict takes as one key, 1 and 1.0; decode the inverse of
 encode); a save writes what was coded since the open, an open decodes nothing; engines
 saved and opened through segments agree with engines built afresh."""
@@ -19,17 +19,17 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from engine import state_codec
-from engine.analysis.analyze import load_program
-from engine.dbsp import columnar
-from engine.dbsp.columnar import ColumnarStratum, _Codes
-from engine.runtime import IncrementalEngine
-from engine.segments import MemorySegments
-from pipelines.state_store import Reader, StratumState, load_state, save_state
+from deltalog.engine import state_codec
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.dbsp import columnar
+from deltalog.engine.dbsp.columnar import ColumnarStratum, _Codes
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.segments import MemorySegments
+from deltalog.pipelines.state_store import Reader, StratumState, load_state, save_state
 
 
 class CollectingSegments(MemorySegments):
-    """A segment store in memory that, like ``pipelines.state_store``, forgets after each
+    """A segment store in memory that, like ``deltalog.pipelines.state_store``, forgets after each
     save every segment the save neither wrote nor kept; counts the bytes of segments
     written (arrays, which this store copies whole, apart)."""
 
@@ -56,7 +56,7 @@ class CollectingSegments(MemorySegments):
 
 
 class FileStore:
-    """The store of ``pipelines.state_store`` in a folder: each save commits a state
+    """The store of ``deltalog.pipelines.state_store`` in a folder: each save commits a state
     whose engine is ``dump``'s root, opened from the last state read."""
 
     def __init__(self, folder: Path) -> None:

@@ -11,11 +11,11 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine import segments as seg
-from engine import state_codec, storage
-from engine.analysis.analyze import load_program
-from engine.dbsp import columnar
-from engine.dbsp.columnar import (
+from deltalog.engine import segments as seg
+from deltalog.engine import state_codec, storage
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.dbsp import columnar
+from deltalog.engine.dbsp.columnar import (
     PATCH_MAX,
     POOL_SLACK,
     PURGE_MIN,
@@ -24,8 +24,8 @@ from engine.dbsp.columnar import (
     _Hash,
     columnar_reason,
 )
-from engine.runtime import IncrementalEngine, RecomputeEngine
-from engine.segments import MemorySegments
+from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
+from deltalog.engine.segments import MemorySegments
 from tests.engine.dbsp.recursive_programs import chains_beside
 
 DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"

@@ -3,9 +3,9 @@ epoch that iterates longer than a later one, and the other rule forms of the lan
 
 import pytest
 
-from engine.analysis.analyze import load_program
-from engine.errors import DataError
-from engine.evaluate import evaluate
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.errors import DataError
+from deltalog.engine.evaluate import evaluate
 from tests.engine.dbsp.composer import DbspComposer
 
 TC = """
@@ -255,7 +255,7 @@ s(x) :- e(x, y), !e(y, 7), !e(3, _).
 def test_oracle_nullary_predicates_against_naive():
     """Predicates without arguments (checked against the naive evaluator: the LFTJ
     evaluator's head projection has no form for an empty head)."""
-    from engine.naive import evaluate_naive
+    from deltalog.engine.naive import evaluate_naive
 
     prog = load_program(NULLARY)
     engine = DbspComposer(prog, {"e": {(1, 2), (2, 1)}})
@@ -268,9 +268,9 @@ def test_oracle_nullary_predicates_against_naive():
 
 
 def test_differential_saved_state_continues_the_same():
-    """The runtime saves engine state with ``engine.state_codec``: a stratum loaded back
+    """The runtime saves engine state with ``deltalog.engine.state_codec``: a stratum loaded back
     continues exactly like the one that was never saved."""
-    from engine import state_codec
+    from deltalog.engine import state_codec
 
     prog = load_program(STRATIFIED)
     data = {"edge": DRED_GRAPH, "node": {(i,) for i in range(1, 7)},

@@ -1,5 +1,5 @@
 """oracle_*: after every commit of random insert/delete batches, every stratum maintained
-by ``DbspStratum`` equals a recompute from scratch (``engine.evaluate``), and the returned
+by ``DbspStratum`` equals a recompute from scratch (``deltalog.engine.evaluate``), and the returned
 deltas are exactly the change; the per-commit deltas of transitive closure are those of
 the reference model's Q^Δ = D∘Q∘I; differential_*: batch equals singletons, insert then
 delete is the identity; work_*: the cost of a commit follows the change, not the size of
@@ -9,8 +9,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine.analysis.analyze import load_program
-from engine.evaluate import evaluate
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.evaluate import evaluate
 from tests.engine.dbsp.composer import DbspComposer
 from tests.engine.dbsp.recursive_programs import chains_beside, recursive_programs
 from tests.engine.dbsp.reference.operators import join

@@ -10,16 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sortedcontainers import SortedList
 
-from engine.analysis.analyze import load_program
-from engine.analysis.containment import supersets
-from engine.ivm.rule import RuleMaintainer, WorkCounters
-from engine.ivm.surgery import tree_surgery
-from engine.join.ceil_trie import CeilTrieIterator
-from engine.join.complement import Complement, ComplementRows
-from engine.join.plan import complement_pairs, prepare
-from engine.join.trie import JoinStats
-from engine.sentinels import BOTTOM, TOP
-from engine.storage import ListRows, RelationStore, VersionedRelation, permute
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.analysis.containment import supersets
+from deltalog.engine.ivm.rule import RuleMaintainer, WorkCounters
+from deltalog.engine.ivm.surgery import tree_surgery
+from deltalog.engine.join.ceil_trie import CeilTrieIterator
+from deltalog.engine.join.complement import Complement, ComplementRows
+from deltalog.engine.join.plan import complement_pairs, prepare
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.sentinels import BOTTOM, TOP
+from deltalog.engine.storage import ListRows, RelationStore, VersionedRelation, permute
 
 VALUES = st.integers(0, 5)
 ROWS = st.sets(st.tuples(VALUES, VALUES), max_size=25)
@@ -231,8 +231,8 @@ def test_shapes_not_recognized():
 def test_saved_engine_keeps_reading_the_complement():
     """A saved and loaded engine still reads T \\ S (the pairs are part of its state) and
     stays exact under changes to t and to s's inputs."""
-    from engine.evaluate import evaluate
-    from engine.runtime import IncrementalEngine
+    from deltalog.engine.evaluate import evaluate
+    from deltalog.engine.runtime import IncrementalEngine
 
     prog = load_program(DECLS + "s(x, y) :- e(x, y), u(y).\nr(x) :- e(x, y), !s(x, y).\n")
     data = {"e": {(0, 1), (1, 2), (2, 2), (3, 4)}, "u": {(2,), (4,)}}
@@ -251,8 +251,8 @@ def test_regression_complement_node_appears_above_the_changed_depth():
     (1, 4) under an existing node 1, so e's surgery inserts at depth 1 only, but T \\ S
     gains node 1 at depth 0, where the trace recorded its interval (e is read below z, so
     its intervals are indexed). Stabbing with e's or s's own surgery misses it."""
-    from engine.evaluate import evaluate
-    from engine.runtime import IncrementalEngine
+    from deltalog.engine.evaluate import evaluate
+    from deltalog.engine.runtime import IncrementalEngine
 
     prog = load_program(DECLS + "s(x, y) :- e(x, y), u(y).\n"
                         "r(z, x) :- f(z, x), e(x, y), !s(x, y).\n")

@@ -23,19 +23,19 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from engine import state_codec
-from engine.analysis.analyze import load_program
-from engine.evaluate import evaluate
-from engine.ivm import interval_index
-from engine.ivm.interval_index import IntervalIndex, Record, StaticIntervals
-from engine.runtime import IncrementalEngine
-from engine.segments import CorruptSegment, MemorySegments, pack_rows
-from engine.sentinels import BOTTOM, TOP
-from pipelines.state_store import StratumState, load_state, save_state
+from deltalog.engine import state_codec
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.ivm import interval_index
+from deltalog.engine.ivm.interval_index import IntervalIndex, Record, StaticIntervals
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.segments import CorruptSegment, MemorySegments, pack_rows
+from deltalog.engine.sentinels import BOTTOM, TOP
+from deltalog.pipelines.state_store import StratumState, load_state, save_state
 
 
 class CollectingSegments(MemorySegments):
-    """A segment store in memory that, like ``pipelines.state_store``, forgets after each
+    """A segment store in memory that, like ``deltalog.pipelines.state_store``, forgets after each
     save every segment the save neither wrote nor kept; counts the bytes written."""
 
     def __init__(self) -> None:
@@ -276,7 +276,7 @@ def test_kills_past_the_share_write_a_new_base_of_the_live_intervals():
 
 
 def test_through_the_files_store(tmp_path):
-    """Saved and opened through ``pipelines.state_store`` (files, a manifest, checks,
+    """Saved and opened through ``deltalog.pipelines.state_store`` (files, a manifest, checks,
     removal of what the manifest does not name), stabbed in between."""
     rng = random.Random(8)
     records = _sparse(20_000, 200, rng)

@@ -8,10 +8,10 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine.analysis.analyze import load_program
-from engine.errors import DataError
-from engine.evaluate import evaluate
-from engine.runtime import IncrementalEngine
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.errors import DataError
+from deltalog.engine.evaluate import evaluate
+from deltalog.engine.runtime import IncrementalEngine
 from tests.engine.programs import (
     DOMAIN,
     apply_and_check_deltas,

@@ -2,15 +2,15 @@
 maintenance example and its change oracle, tree surgery on A(x,y,z), interval trees, the
 max-scan of maxsales, and the float total of {2^500, -1}."""
 
-from engine.analysis.analyze import load_program
-from engine.ivm.aggregates import ExactSum, GroupAggregates
-from engine.ivm.rule import RuleMaintainer, WorkCounters
-from engine.ivm.scan_tree import IntervalTree, ScanTree
-from engine.ivm.surgery import tree_surgery
-from engine.join.trie import JoinStats
-from engine.runtime import IncrementalEngine
-from engine.sentinels import BOTTOM, TOP
-from engine.storage import RelationStore, VersionedRelation
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.ivm.aggregates import ExactSum, GroupAggregates
+from deltalog.engine.ivm.rule import RuleMaintainer, WorkCounters
+from deltalog.engine.ivm.scan_tree import IntervalTree, ScanTree
+from deltalog.engine.ivm.surgery import tree_surgery
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.sentinels import BOTTOM, TOP
+from deltalog.engine.storage import RelationStore, VersionedRelation
 
 UNARY = """
 .decl A(x: int)

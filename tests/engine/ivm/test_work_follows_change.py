@@ -4,8 +4,8 @@ not clocks: iterator operations and oracle regions."""
 
 import pytest
 
-from engine.analysis.analyze import load_program
-from engine.runtime import IncrementalEngine, RecomputeEngine
+from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 
 PROGRAM = """
 .decl a(x: int, y: int)

@@ -3,7 +3,7 @@ their own incremental version; join is bilinear (Δ(a⋈b) = Δa⋈Δb + a⋈Δb
 previous integrals); distinct is incremental through H; grouped aggregation only revisits
 changed groups; anti-join is join with the complement, so its delta is a join with -Δ.
 
-These are the single-step forms that ``engine.dbsp.stratum`` generalizes to multi-way
+These are the single-step forms that ``deltalog.engine.dbsp.stratum`` generalizes to multi-way
 joins evaluated by leapfrog triejoin.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from engine.storage import add_into
+from deltalog.engine.storage import add_into
 from tests.engine.dbsp.reference.zset import ZSet
 
 Key = Callable[[Any], Hashable]

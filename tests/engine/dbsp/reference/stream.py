@@ -3,7 +3,7 @@ abelian group
 (ints, Z-sets, or streams again: nested time), with lifting, z^-1, integration I,
 differentiation D, delta0, the definite integral and the incrementalization Q^Δ = D∘Q∘I.
 
-It is the executable statement of the theory that ``engine.dbsp.stratum`` implements
+It is the executable statement of the theory that ``deltalog.engine.dbsp.stratum`` implements
 with indexes; tests check the stratum's algebra against these definitions. A prefix of
 length n stands for the values at times 0..n-1; causal operators need nothing more.
 """

@@ -8,7 +8,7 @@ everywhere, so equal Z-sets are equal dicts.
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from engine.storage import add_into
+from deltalog.engine.storage import add_into
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V", bound=Hashable)

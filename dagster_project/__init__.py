@@ -1,5 +1,0 @@
-"""deltalog's orchestration: Dagster assets, checks and resources built from pipeline specs.
-
-Orchestration only: every asset body is a call into ``pipelines``. ``definitions`` holds the
-``defs`` that ``dagster dev -m dagster_project.definitions`` loads; ``defs/`` the factories.
-"""

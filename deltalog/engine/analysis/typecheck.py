@@ -1,0 +1,209 @@
+"""Analysis pass 3: types. Column types come from declarations, constants, and flow
+through rules; a value or variable of another type is DL204."""
+
+from collections.abc import Callable
+from functools import partial
+
+from deltalog.engine.analysis.common import location
+from deltalog.engine.errors import TYPE_MISMATCH, AnalysisError, Loc
+from deltalog.engine.syntax.ast import (
+    Atom,
+    BinOp,
+    Compare,
+    Const,
+    Decl,
+    Expr,
+    Negation,
+    Program,
+    Rule,
+    Var,
+    expr_vars,
+)
+from deltalog.engine.values import Value
+
+_NUMERIC = ("int", "float")
+
+
+class ColumnTypes:
+    def __init__(self, decls: dict[str, Decl], file: str):
+        self.file = file
+        self.cols: dict[tuple[str, int], str] = {}
+        self.declared: set[tuple[str, int]] = set()
+        for d in decls.values():
+            for i, c in enumerate(d.columns):
+                self.cols[(d.name, i)] = c.type
+                self.declared.add((d.name, i))
+
+    def join(self, a: str | None, b: str | None, where: Loc | str, what: str) -> str | None:
+        if a is None or a == b:
+            return b
+        if b is None:
+            return a
+        if a in _NUMERIC and b in _NUMERIC:
+            return "float"
+        raise AnalysisError(f"type mismatch in {what}: {a} vs {b}", where, TYPE_MISMATCH)
+
+    def col(self, pred: str, i: int) -> str | None:
+        return self.cols.get((pred, i))
+
+    def flow_into(
+        self, pred: str, i: int, t: str | None, where: Loc | str, what: Callable[[], str]
+    ) -> bool:
+        """Type ``t`` flows into column ``i`` of ``pred``; ``what()`` names the place in an
+        error (a function: the text of a long rule is made only when there is one)."""
+        if t is None:
+            return False
+        old = self.cols.get((pred, i))
+        if (pred, i) in self.declared:
+            assert old is not None
+            if old == t or (old == "float" and t == "int"):
+                return False
+            raise AnalysisError(
+                f"type mismatch in {what()}: column {i + 1} of '{pred}' is {old}, value is {t}",
+                where,
+                TYPE_MISMATCH,
+            )
+        if old is None or old == t:
+            self.cols[(pred, i)] = t
+            return old is None
+        new = self.join(old, t, where, what())
+        if new != old:
+            self.cols[(pred, i)] = new  # type: ignore[assignment]
+            return True
+        return False
+
+
+def _const_type(v: Value) -> str:
+    if isinstance(v, str):
+        return "string"
+    return "float" if isinstance(v, float) else "int"
+
+
+def _expr_type(expr: Expr, env: dict[str, str], types: ColumnTypes, where: Loc | str) -> str | None:
+    if isinstance(expr, Const):
+        return _const_type(expr.value)
+    if isinstance(expr, Var):
+        return env.get(expr.name)
+    lt = _expr_type(expr.left, env, types, where)
+    rt = _expr_type(expr.right, env, types, where)
+    for t in (lt, rt):
+        if t == "string":
+            raise AnalysisError(
+                f"arithmetic '{expr.op}' on a string in {expr}", where, TYPE_MISMATCH
+            )
+    if lt is None or rt is None:
+        return None
+    return "float" if "float" in (lt, rt) else "int"
+
+
+def _rule_env(rule: Rule, types: ColumnTypes, file: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    where = location(rule.loc, file)
+    atoms = [i for i in rule.body if isinstance(i, Atom)]
+    atoms += [i.atom for i in rule.body if isinstance(i, Negation)]
+    for atom in atoms:
+        for i, arg in enumerate(atom.args):
+            t = types.col(atom.pred, i)
+            if isinstance(arg, Var):
+                j = types.join(env.get(arg.name), t, location(atom.loc, file), f"'{arg.name}'")
+                if j is not None:
+                    env[arg.name] = j
+            elif t is not None:
+                ct = _const_type(arg.value)
+                if not (ct == t or (t == "float" and ct == "int")):
+                    raise AnalysisError(
+                        f"type mismatch in {atom}: column {i + 1} of '{atom.pred}' is {t}, "
+                        f"constant is {ct}",
+                        location(atom.loc, file),
+                        TYPE_MISMATCH,
+                    )
+    # Types flow back from the head too: a head column typed elsewhere (another rule, a
+    # declaration) types the variable, and through it the undeclared columns the body
+    # reads (``p(x) :- e(x).`` with p's column an int makes e's an int).
+    for i, arg in enumerate(rule.head.args):
+        if isinstance(arg, Var) and arg.name not in env:
+            t = types.col(rule.head.pred, i)
+            if t is not None and not (rule.aggregate and arg.name == rule.aggregate.result.name):
+                env[arg.name] = t
+    changed = True
+    while changed:
+        changed = False
+        for item in rule.body:
+            if not isinstance(item, Compare):
+                continue
+            loc = location(item.loc, file)
+            lt = _expr_type(item.left, env, types, loc)
+            rt = _expr_type(item.right, env, types, loc)
+            if lt is not None and rt is not None and (lt == "string") != (rt == "string"):
+                raise AnalysisError(
+                    f"type mismatch in comparison {item}: {lt} vs {rt}", loc, TYPE_MISMATCH
+                )
+            if item.op == "=":
+                for target, t in ((item.left, rt), (item.right, lt)):
+                    if isinstance(target, Var) and t is not None and target.name not in env:
+                        env[target.name] = t
+                        changed = True
+    # A variable of unknown type used in arithmetic is a number.
+    for item in rule.body:
+        if isinstance(item, Compare):
+            for side in (item.left, item.right):
+                if isinstance(side, BinOp):
+                    for v in expr_vars(side):
+                        env.setdefault(v, "int")
+    if rule.aggregate is not None:
+        agg = rule.aggregate
+        arg_t = env.get(agg.arg.name) if agg.arg is not None else None
+        if agg.func in ("sum", "total") and arg_t == "string":
+            raise AnalysisError(
+                f"aggregate {agg.func}() needs a number, '{agg.arg}' is a string", where,
+                TYPE_MISMATCH,
+            )
+        result_t = {"count": "int", "total": "float"}.get(agg.func, arg_t)
+        if result_t is not None:
+            env[agg.result.name] = result_t
+    return env
+
+
+def typecheck(program: Program, decls: dict[str, Decl]) -> ColumnTypes:
+    types = ColumnTypes(decls, program.file)
+    for fact in program.facts:
+        for i, arg in enumerate(fact.args):
+            assert isinstance(arg, Const)
+            types.flow_into(
+                fact.pred, i, _const_type(arg.value), location(fact.loc, program.file),
+                fact.__str__,
+            )
+    for rule in program.rules:
+        for item in rule.body:
+            atom = item.atom if isinstance(item, Negation) else item
+            if isinstance(atom, Atom):
+                for i, arg in enumerate(atom.args):
+                    if isinstance(arg, Const):
+                        types.flow_into(
+                            atom.pred, i, _const_type(arg.value),
+                            location(atom.loc, program.file), atom.__str__,
+                        )
+    changed = True
+    while changed:
+        changed = False
+        for rule in program.rules:
+            env = _rule_env(rule, types, program.file)
+            # Types also flow into the undeclared columns the body reads.
+            for item in rule.body:
+                atom = item.atom if isinstance(item, Negation) else item
+                if isinstance(atom, Atom):
+                    for i, arg in enumerate(atom.args):
+                        if isinstance(arg, Var) and types.col(atom.pred, i) is None:
+                            changed |= types.flow_into(
+                                atom.pred, i, env.get(arg.name),
+                                location(atom.loc, program.file), atom.__str__,
+                            )
+            for i, arg in enumerate(rule.head.args):
+                t = env.get(arg.name) if isinstance(arg, Var) else _const_type(arg.value)
+                changed |= types.flow_into(
+                    rule.head.pred, i, t, location(rule.loc, program.file),
+                    partial("the head of {}".format, rule),
+                )
+    return types
+
+

@@ -1,0 +1,1574 @@
+"""The DBSP stratum over columns: the nested-time algorithm of ``deltalog.engine.dbsp.stratum``
+(births per fact and inner iteration, depths, Δc[t] as a sum of delta queries, ↑↑H on
+the cumulative Δr, the inner loop that runs past every old birth) on numpy arrays, for
+the shape recursion usually has: graph-shaped strata.
+
+A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
+defines or reads has one or two columns of type int or string and no functional value,
+and every rule is a conjunction of positive atoms with, beside them, comparisons and
+assignments over integers (``+ - * / %``, C/SQL semantics, ``deltalog.engine.semantics``) and
+equality of strings; constants and repeated variables in atoms are assignments of the
+plan (``deltalog.engine.join.plan.prepare``), and the head may hold constants. No negation, no
+aggregate, no float, no ordering of strings. Anything else stays with the
+tuple-at-a-time ``DbspStratum``.
+
+Values are dictionary-encoded per column type (ids below 2^31); a row of one or two
+columns packs into one int64 (first column in the high 32 bits), so a relation sorted by
+a column order is one sorted int64 array and a prefix lookup is two binary searches. A
+delta query is a vectorized generic join (variable at a time, worst-case optimal): the
+seed's rows bind its variables; each next variable is extended, row by row, from the
+ready atom with the fewest candidates and checked against the other ready atoms.
+
+State per defined relation: every fact it held since the last compaction has an id; the
+keys sorted (a main part and a young part of facts first seen since), sorted again by
+swapped key for binary relations, a hash index from key to id, and by id the depth and
+the births (a slice of (t, count) entries in a pool). A commit gives the facts it touches
+(Δc ≠ 0 somewhere) slots in the order they are first touched, gathers their old births
+once, and keeps their new depths by id beside the old ones, so a join reads either
+version of a relation from the same arrays; the births and depths change at the end of
+the commit. The loops that walk touched facts one at a time (hash probes, births
+gathered and merged, ↑↑H decisions, a view's ranges checked by depth) are compiled with
+numba (``deltalog.engine.dbsp.kernels``); the rest is whole-array numpy.
+
+Comparisons and assignments run on whole columns as soon as their variables are bound:
+integer codes turn into values through a mirror array of each code's value, arithmetic is
+int64 with its overflows detected, and the rare column where an operand or a result
+leaves the 64-bit integers (the language's integers are unbounded) is computed row by
+row with ``deltalog.engine.semantics``, so both kernels agree on every value.
+"""
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.dbsp import kernels
+from deltalog.engine.dbsp.stratum import _seeded_order
+from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
+from deltalog.engine.segments import (
+    CorruptSegment,
+    SegmentSink,
+    SegmentSource,
+    SortedRun,
+    write_run,
+)
+from deltalog.engine.semantics import coerce, compare, eval_expr
+from deltalog.engine.storage import Delta, RelationStore
+from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
+from deltalog.engine.values import Row, Value
+
+I64 = NDArray[np.int64]
+I32 = NDArray[np.int32]
+Bool = NDArray[np.bool_]
+
+LOW = np.int64((1 << 32) - 1)
+NONE = np.int32(2**31 - 1)  # the depth of a non-member (and of an undecided fact)
+TYPES = ("int", "string")
+# Housekeeping thresholds (module-level so that tests can make them tiny): tombstones are
+# purged past max(PURGE_MIN, a quarter of the ids); the births pool is compacted when it
+# would grow and holds more than twice its live entries plus POOL_SLACK.
+PURGE_MIN = 1024
+POOL_SLACK = 1 << 16
+YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
+# An input's patch (its keys changed since its sorted keys were written) is merged into
+# them past this many keys: a saved state writes the patch, the keys only then.
+PATCH_MAX = 4096
+_E64: I64 = np.zeros(0, np.int64)
+_E32: I32 = np.zeros(0, np.int32)
+_MIN = np.int64(-(2**63))
+_NP_CMP = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+           ">": np.greater, ">=": np.greater_equal}
+
+
+class _Slow(Exception):
+    """An integer operand or result beyond int64: the column is computed row by row."""
+
+
+def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
+    """Why ``stratum`` cannot be maintained by the columnar kernel (None: it can)."""
+    if not stratum.recursive:
+        return "not recursive"
+    for rule in stratum.rules:
+        prep = prepare(rule)
+        if rule.aggregate is not None or prep.negations:
+            return f"rule at {rule.loc}: positive atoms only (no negation, no aggregate)"
+        preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
+        for pred in preds:
+            schema = prog.schemas[pred]
+            if schema.functional or schema.arity not in (1, 2):
+                return f"'{pred}' is functional or not of one or two columns"
+            if any(c.type not in TYPES for c in schema.columns):
+                return f"'{pred}' has a column that is neither int nor string"
+        if not prep.atoms:
+            return f"rule at {rule.loc} has no positive atom"
+        problem = _constraint_problem(prog, prep)
+        if problem is not None:
+            return f"rule at {rule.loc}: {problem}"
+    return None
+
+
+def _expr_type(e: Expr, types: Mapping[str, str]) -> str | None:
+    if isinstance(e, Var):
+        return types.get(e.name)
+    if isinstance(e, Const):
+        return "string" if isinstance(e.value, str) else (
+            "float" if isinstance(e.value, float) else "int")
+    left, right = _expr_type(e.left, types), _expr_type(e.right, types)
+    if left is None or right is None:
+        return None
+    return "int" if left == right == "int" else "other"
+
+
+def _var_types(prog: AnalyzedProgram, prep: PreparedRule) -> dict[str, str]:
+    """The column type of every variable of the rule (atoms first, then assignments)."""
+    types: dict[str, str] = {}
+    for a in prep.atoms:
+        for v, c in zip(a.vars, prog.schemas[a.pred].columns, strict=True):
+            types[v] = c.type
+    changed = True
+    while changed:
+        changed = False
+        for v, e in (*prep.assigns, *compare_assignments(prep)):
+            t = _expr_type(e, types)
+            if v not in types and t is not None:
+                types[v] = t
+                changed = True
+    return types
+
+
+def _constraint_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
+    """Why the comparisons and assignments of ``prep`` are not columnar (None: they are)."""
+    types = _var_types(prog, prep)
+    sides: list[tuple[str, Expr, Expr]] = [("=", Var(v), e) for v, e in prep.assigns]
+    sides += [(c.op, c.left, c.right) for c in prep.filters]
+    for op, left, right in sides:
+        lt, rt = _expr_type(left, types), _expr_type(right, types)
+        if lt not in TYPES or lt != rt:
+            return f"{left} {op} {right}: integer arithmetic and comparisons only"
+        if lt == "string" and (op not in ("=", "!=") or not all(
+                isinstance(x, Var | Const) for x in (left, right))):
+            return f"{left} {op} {right}: strings are compared for equality only"
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding and packing.
+
+
+# A dictionary of fewer values than this is saved inline with the state, not in segments.
+CODES_MIN = 4096
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_COLUMN_TYPES = (int, float, str)  # the values a dictionary in segments may hold
+
+
+def _i64(v: Any) -> int | None:
+    """The int64 equal to ``v`` (an int, or a float with an integral value), if any."""
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    return v if isinstance(v, int) and _I64_MIN <= v <= _I64_MAX else None
+
+
+def _key(v: Any) -> bytes | None:
+    """What a level of rows finds ``v`` by: the same bytes for values a dict takes as the
+    same key (1 and 1.0), none for NaN (a dict finds it only as the object it
+    holds, which a state read back is not) or a value of no column type."""
+    if type(v) is str:
+        return b"s" + v.encode()
+    if type(v) is float:
+        if not v.is_integer():
+            return None if v != v else b"f" + struct.pack(">d", v)
+        v = int(v)
+    if not isinstance(v, int):
+        return None
+    return b"i" + v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True)
+
+
+def _packed(v: Any) -> Any:
+    """``v`` as a sorted run holds it: an int beyond int64 as its bytes (beyond what
+    MessagePack holds; a value of a column type is never bytes)."""
+    if type(v) is int and not _I64_MIN <= v <= _I64_MAX:
+        return v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True)
+    return v
+
+
+def _unpacked(v: Any) -> Any:
+    return int.from_bytes(v, "big", signed=True) if type(v) is bytes else v
+
+
+def _ints(values: Sequence[Any]) -> tuple[I64, Bool]:
+    """Ints as int64, and which are beyond int64 (0 there)."""
+    big = [not _I64_MIN <= v <= _I64_MAX for v in values]
+    return (np.array([0 if b else v for v, b in zip(values, big, strict=True)], np.int64),
+            np.array(big, np.bool_))
+
+
+class _IntLevel:
+    """A level of int64 values: the values by code and the codes in value order, two
+    arrays mapped from the store (a value is an index, a lookup a binary search through
+    ``order``)."""
+
+    kind = "int"
+
+    def __init__(self, values: I64, order: I64):
+        if len(order) != len(values):
+            raise CorruptSegment("a level of codes whose two arrays differ in length")
+        self.values, self.order = values, order
+        self.n = len(values)
+
+    @staticmethod
+    def write(sink: SegmentSink, values: Sequence[Any]) -> list[Any]:
+        arr = np.array(values, np.int64)
+        return [sink.array(arr), sink.array(np.argsort(arr, kind="stable"))]
+
+    @classmethod
+    def open(cls, source: SegmentSource, ref: Any) -> "_IntLevel":
+        return cls(source.open_array(ref[0]), source.open_array(ref[1]))
+
+    def persist(self, sink: SegmentSink) -> list[Any]:
+        """The level in the new state (the arrays never change: kept, nothing written)."""
+        return [sink.array(self.values), sink.array(self.order)]
+
+    def find(self, values: Sequence[Any]) -> I64:
+        """The code of each of ``values`` in the level (-1: not there)."""
+        out = np.full(len(values), -1, np.int64)
+        q = [_i64(v) for v in values]
+        at = np.array([i for i, x in enumerate(q) if x is not None], np.int64)
+        if len(at):
+            keys = np.array([q[i] for i in at.tolist()], np.int64)
+            pos = np.searchsorted(self.values, keys, sorter=self.order)
+            code = self.order[np.minimum(pos, self.n - 1)]
+            hit = self.values[code] == keys
+            out[at[hit]] = code[hit]
+        return out
+
+    def get(self, codes: I64) -> list[Any]:
+        return self.values[codes].tolist()  # type: ignore[no-any-return]
+
+    def ints(self, codes: I64) -> tuple[I64, Bool]:
+        return self.values[codes], np.zeros(len(codes), np.bool_)
+
+    def all(self) -> list[Any]:
+        return self.values.tolist()  # type: ignore[no-any-return]
+
+
+class _RowLevel:
+    """A level of any values (strings, floats, ints beyond int64): two sorted runs
+    (``deltalog.engine.segments``), of (code, value) and of (``_key``, code), read a page at a
+    time."""
+
+    kind = "rows"
+
+    def __init__(self, names: list[str], by_code: SortedRun, by_key: SortedRun):
+        self.names, self.by_code, self.by_key = names, by_code, by_key
+        self.n = by_code.n
+
+    @staticmethod
+    def write(sink: SegmentSink, values: Sequence[Any]) -> list[str]:
+        keyed: list[Any] = sorted(
+            (k, i) for i, v in enumerate(values) if (k := _key(v)) is not None)
+        return [write_run(sink, ((i, _packed(v)) for i, v in enumerate(values))),
+                write_run(sink, keyed)]
+
+    @classmethod
+    def open(cls, source: SegmentSource, ref: Any) -> "_RowLevel":
+        by_code, by_key = ref
+        return cls([by_code, by_key], SortedRun(source.read(by_code)),
+                   SortedRun(source.read(by_key)))
+
+    def persist(self, sink: SegmentSink) -> list[str]:
+        sink.keep(self.names)
+        return self.names
+
+    def find(self, values: Sequence[Any]) -> I64:
+        out = np.full(len(values), -1, np.int64)
+        for i, v in enumerate(values):
+            k = _key(v)
+            row = self.by_key.ceil((k,)) if k is not None else None
+            if row is not None and row[0] == k:
+                out[i] = row[1]
+        return out
+
+    def get(self, codes: I64) -> list[Any]:
+        out = []
+        for i in codes.tolist():
+            row = self.by_code.ceil((i,))
+            if row is None or row[0] != i:
+                raise CorruptSegment(f"code {i} is not in its level")
+            out.append(_unpacked(row[1]))
+        return out
+
+    def ints(self, codes: I64) -> tuple[I64, Bool]:
+        return _ints(self.get(codes))
+
+    def all(self) -> list[Any]:
+        return [_unpacked(v) for _, v in self.by_code]
+
+
+_LEVELS: dict[str, type[_IntLevel] | type[_RowLevel]] = {
+    _IntLevel.kind: _IntLevel, _RowLevel.kind: _RowLevel}
+
+
+class _Codes:
+    """Values of one column type and their codes: 0, 1, ... in the order the values are
+    first seen, below 2^31; a value's code never changes.
+
+    Made in memory: a dict (value -> code) and a list (code -> value). In a segment store
+    (``__persist__``; below ``CODES_MIN`` values the dictionary is saved inline, by
+    ``__getstate__``) it is a list of *levels*, oldest first, each the values of a range
+    of codes, written once and never changed: for int64 values two arrays (the values by
+    code; the codes in value order), for any others two sorted runs ((code, value);
+    (key, code), one key for the values a dict takes as one, ``_key``). Opening maps the
+    levels and decodes nothing; a value is looked up in the dict, then in the levels (a
+    binary search in each, vectorized over int64 levels; what is found joins the dict),
+    and one found nowhere gets the next code (dict and list, as in memory); a code is
+    decoded from its level (an array index, or a page of a run).
+
+    A save keeps the levels and writes the values coded since the open as a new level,
+    merged with the last levels (their values read back) while the last holds at most
+    twice as many values as those after it: so each level holds more than twice the next,
+    there are O(log n) levels, and a value is rewritten O(log n) times (its level grows by
+    half at each merge). A save writes O(log n) bytes per new value, amortized, and
+    nothing when there is none, where the whole dictionary was written before; the oldest
+    level is rewritten once the values after it pass half of it. (One base and a chain of
+    deltas would decode the chain at open, or rewrite the base every so many saves.)
+    """
+
+    def __init__(self) -> None:
+        self._open([])
+
+    def _open(self, levels: list[_IntLevel | _RowLevel]) -> None:
+        self._levels = levels
+        # the first code of each level, then of the values in memory
+        self._starts: I64 = np.cumsum([0, *(lv.n for lv in levels)], dtype=np.int64)
+        self._base = int(self._starts[-1])
+        self._ids: dict[Any, int] = {}  # value -> code: new values, and those looked up
+        self._new: list[Any] = []  # the values of codes _base, _base + 1, ...
+        self._mirror: I64 = _E64  # ints: the values of the first len(mirror) new codes
+        self._big: Bool = np.zeros(0, np.bool_)  # ... and which are beyond int64
+
+    def encode(self, values: Sequence[Any]) -> I64:
+        if self._levels:
+            self._look_up(values)
+        ids, vals, base = self._ids, self._new, self._base
+        out = np.empty(len(values), np.int64)
+        for i, v in enumerate(values):
+            k = ids.get(v)
+            if k is None:
+                k = ids[v] = base + len(vals)
+                if k >= 2**31 - 1:
+                    raise OverflowError("more than 2^31 distinct values in one column type")
+                vals.append(v)
+            out[i] = k
+        return out
+
+    def _look_up(self, values: Sequence[Any]) -> None:
+        """Those of ``values`` the levels hold go into the dict."""
+        ids = self._ids
+        todo = [v for v in values if v not in ids]
+        for level, start in zip(self._levels, self._starts.tolist(), strict=False):
+            if not todo:
+                break
+            found = level.find(todo).tolist()
+            for v, k in zip(todo, found, strict=True):
+                if k >= 0:
+                    ids[v] = start + k
+            todo = [v for v, k in zip(todo, found, strict=True) if k < 0]
+
+    def _parts(self, ids: I64) -> list[tuple[int, I64, I64]]:
+        """``ids`` by where their values are: (level, or len(levels) for the values in
+        memory; positions in ids; codes from the part's first)."""
+        where = np.searchsorted(self._starts, ids, side="right") - 1
+        out = []
+        for j in np.flatnonzero(np.bincount(where)).tolist():
+            at = np.flatnonzero(where == j)
+            out.append((j, at, ids[at] - self._starts[j]))
+        return out
+
+    def decode(self, ids: I64) -> list[Any]:
+        vals = self._new
+        if not self._levels:
+            return [vals[i] for i in ids.tolist()]
+        out: list[Any] = [None] * len(ids)
+        for j, at, codes in self._parts(ids):
+            got = (self._levels[j].get(codes) if j < len(self._levels)
+                   else [vals[i] for i in codes.tolist()])
+            for i, v in zip(at.tolist(), got, strict=True):
+                out[i] = v
+        return out
+
+    def encode_ints(self, values: I64) -> I64:
+        """Codes of int64 values (one dictionary probe per distinct value)."""
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return self.encode(uniq.tolist())[inverse.reshape(-1)]
+
+    def ints(self, ids: I64) -> tuple[I64, Bool]:
+        """The values of int codes as int64, and which are beyond int64 (0 there)."""
+        if len(self._mirror) < len(self._new):
+            fresh, big = _ints(self._new[len(self._mirror):])
+            self._mirror = np.concatenate([self._mirror, fresh])
+            self._big = np.concatenate([self._big, big])
+        if not self._levels:
+            return self._mirror[ids], self._big[ids]
+        vals, big = np.zeros(len(ids), np.int64), np.zeros(len(ids), np.bool_)
+        for j, at, codes in self._parts(ids):
+            vals[at], big[at] = (self._levels[j].ints(codes) if j < len(self._levels)
+                                 else (self._mirror[codes], self._big[codes]))
+        return vals, big
+
+    def _values(self) -> list[Any]:
+        return [v for level in self._levels for v in level.all()] + self._new
+
+    def __getstate__(self) -> dict[str, Any]:
+        if not self._levels:
+            return {"ids": self._ids, "values": self._new}  # the mirror is made again
+        values = self._values()
+        return {"ids": {v: i for i, v in enumerate(values)}, "values": values}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._open([])
+        self._ids, self._new = state["ids"], state["values"]
+
+    def __persist__(self, sink: SegmentSink) -> list[Any] | None:
+        """The levels in a segment store (see the class); None (saved inline) below
+        ``CODES_MIN`` values or with a value of no column type."""
+        new = self._new
+        if self._base + len(new) < CODES_MIN or any(type(v) not in _COLUMN_TYPES
+                                                     for v in new):
+            return None
+        levels, k, merged = self._levels, len(self._levels), len(new)
+        while merged and k and levels[k - 1].n <= 2 * merged:
+            k -= 1
+            merged += levels[k].n
+        refs = [[level.kind, level.persist(sink)] for level in levels[:k]]
+        if merged:
+            values = [v for level in levels[k:] for v in level.all()] + new
+            cls = _IntLevel if all(type(v) is int and _I64_MIN <= v <= _I64_MAX
+                                   for v in values) else _RowLevel
+            refs.append([cls.kind, cls.write(sink, values)])
+        return refs
+
+    @classmethod
+    def __restore__(cls, source: SegmentSource, ref: Any) -> "_Codes":
+        codes = cls()
+        levels: list[_IntLevel | _RowLevel] = []
+        for kind, level in ref:
+            if kind not in _LEVELS:
+                raise CorruptSegment(f"a level of codes of unknown kind {kind!r}")
+            levels.append(_LEVELS[kind].open(source, level))
+        codes._open(levels)
+        return codes
+
+
+def _swap(keys: I64) -> I64:
+    return ((keys & LOW) << 32) | (keys >> 32)
+
+
+def _ranges(lo: I64, hi: I64) -> tuple[I64, I64]:
+    """(owner, index): every index of [lo[i], hi[i]) with its i."""
+    lens = hi - lo
+    total = int(lens.sum())
+    if not total:
+        return _E64, _E64
+    owner = np.repeat(np.arange(len(lo), dtype=np.int64), lens)
+    start = np.repeat(lo - (np.cumsum(lens) - lens), lens)
+    return owner, np.arange(total, dtype=np.int64) + start
+
+
+def _overlay(pk: I64, pd: I32, dk: I64, dd: I32) -> tuple[I64, I32]:
+    """The patch (sorted keys ``pk`` with depths ``pd``) with (``dk``, ``dd``) laid over
+    it: their entries replace those of the same keys. Sorted."""
+    if not len(pk):
+        return dk, dd
+    _, hit = _find(dk, pk)
+    k = np.concatenate([pk[~hit], dk])
+    d = np.concatenate([pd[~hit], dd])
+    order = np.argsort(k, kind="stable")
+    return k[order], d[order]
+
+
+def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
+    """Positions of ``keys`` in ``sorted_keys`` and whether each is there."""
+    pos = np.searchsorted(sorted_keys, keys).astype(np.int64)
+    if not len(sorted_keys):
+        return pos, np.zeros(len(keys), np.bool_)
+    hit = sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
+    hit &= pos < len(sorted_keys)
+    return pos, hit
+
+
+def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
+    """A Z-set from (key, weight) pairs: distinct sorted keys, summed weights, no zeros."""
+    if not len(keys):
+        return _E64, _E64
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    sums = np.add.reduceat(w[order], starts)
+    k = k[starts]
+    nz = sums != 0
+    return k[nz], sums[nz]
+
+
+def _merge_sorted(a: I64, b: I64) -> tuple[I64, I64, I64]:
+    """a ∪ b (disjoint sorted arrays) and where a's and b's elements went."""
+    out = np.empty(len(a) + len(b), np.int64)
+    pos_b = np.searchsorted(a, b) + np.arange(len(b), dtype=np.int64)
+    mask = np.ones(len(out), np.bool_)
+    mask[pos_b] = False
+    pos_a = np.flatnonzero(mask)
+    out[pos_a] = a
+    out[pos_b] = b
+    return out, pos_a, pos_b
+
+
+class _Hash:
+    """Packed keys to ids: open addressing with linear probing, at most half full (a
+    probe is one random access, where a binary search among millions of keys is a
+    dozen)."""
+
+    def __init__(self, keys: I64, ids: I64):
+        self._build(keys, ids)
+
+    def _build(self, keys: I64, ids: I64) -> None:
+        self.bits = max(10, int(2 * len(keys) + 1).bit_length())
+        self.n = 0
+        self.tk = np.full(1 << self.bits, -1, np.int64)  # packed keys are never negative
+        self.tv = np.zeros(1 << self.bits, np.int64)
+        self.insert(keys, ids)
+
+    def insert(self, keys: I64, ids: I64) -> None:
+        """Add keys that are not there (distinct), with their ids."""
+        if 2 * (self.n + len(keys)) > len(self.tk):
+            held = self.tk >= 0
+            self._build(np.concatenate([self.tk[held], keys]),
+                        np.concatenate([self.tv[held], ids]))
+            return
+        self.n += len(keys)
+        kernels.hash_insert(self.tk, self.tv, self.bits, np.ascontiguousarray(keys),
+                            np.ascontiguousarray(ids, dtype=np.int64))
+
+    def get(self, keys: I64) -> I64:
+        """The ids of ``keys`` (-1: not there)."""
+        out = np.empty(len(keys), np.int64)
+        kernels.hash_get(self.tk, self.tv, self.bits, np.ascontiguousarray(keys), out)
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# Versions of one relation in one column order.
+
+
+@dataclass
+class _View:
+    """Rows of a relation in one column order (packed keys): the rows of the base parts
+    (sorted keys with the ids of their facts; ids None: the positions) whose depth
+    (``depth[id]``) is in [lo, hi] (every row when ``depth`` is None), except keys the
+    patch holds, which are there when their patch depth is in [lo, hi] (the patch: an
+    input's change, for its new version)."""
+
+    parts: list[tuple[I64, I64 | None]]
+    depth: I32 | None
+    pkeys: I64 = field(default_factory=lambda: _E64)
+    pdepth: I32 = field(default_factory=lambda: _E32)
+    lo: int = 0
+    hi: int = 0
+    hash: "_Hash | None" = None  # ids of every key of the parts (natural order)
+    swapped: bool = False  # the keys are in (1, 0) order
+
+    def _ok(self, d: I32) -> Bool:
+        return (d >= self.lo) & (d <= self.hi)
+
+    def _keep(self, ids: I64 | None, idx: I64) -> Bool | None:
+        if self.depth is None:
+            return None
+        return self._ok(self.depth[ids[idx] if ids is not None else idx])
+
+    def counts(self, first: I64) -> I64:
+        """Upper bounds of how many rows start with each value of ``first``."""
+        a, b = first << 32, (first + 1) << 32
+        n = np.zeros(len(first), np.int64)
+        for keys in [k for k, _ in self.parts] + [self.pkeys]:
+            if len(keys):
+                n += np.searchsorted(keys, b) - np.searchsorted(keys, a)
+        return n
+
+    def expand(self, first: I64) -> tuple[I64, I64, int]:
+        """(owner, second, candidates): every row (first[i], second) of the view."""
+        a, b = first << 32, (first + 1) << 32
+        owners: list[I64] = []
+        found: list[I64] = []
+        seen = 0
+        for keys, ids in self.parts:
+            if not len(keys):
+                continue
+            starts = np.searchsorted(keys, a).astype(np.int64)
+            ends = np.searchsorted(keys, b).astype(np.int64)
+            if not len(self.pkeys):  # one compiled pass: range, depth check, second column
+                total = int((ends - starts).sum())
+                seen += total
+                owner, second = np.empty(total, np.int64), np.empty(total, np.int64)
+                got = kernels.expand(keys, _E64 if ids is None else ids,
+                                     _E32 if self.depth is None else self.depth,
+                                     self.lo, self.hi, starts, ends, owner, second)
+                owners.append(owner[:got])
+                found.append(second[:got])
+                continue
+            owner, idx = _ranges(starts, ends)
+            k = keys[idx]
+            seen += len(k)
+            keep = self._keep(ids, idx)
+            if len(self.pkeys):
+                _, shadowed = _find(self.pkeys, k)
+                keep = ~shadowed if keep is None else keep & ~shadowed
+            if keep is not None:
+                owner, k = owner[keep], k[keep]
+            owners.append(owner)
+            found.append(k & LOW)
+        if len(self.pkeys):
+            pown, pidx = _ranges(np.searchsorted(self.pkeys, a).astype(np.int64),
+                                 np.searchsorted(self.pkeys, b).astype(np.int64))
+            seen += len(pidx)
+            pkeep = self._ok(self.pdepth[pidx])
+            owners.append(pown[pkeep])
+            found.append(self.pkeys[pidx][pkeep] & LOW)
+        if not owners:
+            return _E64, _E64, 0
+        return np.concatenate(owners), np.concatenate(found), seen
+
+    def contains(self, keys: I64) -> Bool:
+        if self.hash is not None and self.depth is not None and not len(self.pkeys):
+            found = self.hash.get(_swap(keys) if self.swapped else keys)
+            out = found >= 0
+            out[out] = self._ok(self.depth[found[out]])
+            return out
+        out = np.zeros(len(keys), np.bool_)
+        for part, ids in self.parts:
+            pos, hit = _find(part, keys)
+            keep = self._keep(ids, pos[hit])
+            if keep is not None:
+                hit[hit] = keep
+            out |= hit
+        if len(self.pkeys):
+            ppos, phit = _find(self.pkeys, keys)
+            out[phit] = self._ok(self.pdepth[ppos[phit]])
+        return out
+
+    def firsts(self) -> I64:
+        """The distinct first values of the view's rows."""
+        found: list[I64] = []
+        for keys, ids in self.parts:
+            keep = self._keep(ids, np.arange(len(keys), dtype=np.int64))
+            k = keys if keep is None else keys[keep]
+            if len(self.pkeys):
+                _, shadowed = _find(self.pkeys, k)
+                k = k[~shadowed]
+            found.append(k)
+        found.append(self.pkeys[self._ok(self.pdepth)])
+        return np.unique(np.concatenate(found) >> 32)
+
+
+def _empty_view() -> _View:
+    return _View([], None)
+
+
+# ---------------------------------------------------------------------------------------
+# Rules.
+
+
+class _CRule:
+    def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, own: frozenset[str],
+                 codes: dict[str, _Codes]):
+        rule = prep.rule
+        self.prep = prep
+        self.pred = rule.head.pred
+        self.atoms: tuple[PlanAtom, ...] = prep.atoms
+        self.own_atoms = [a.index for a in prep.atoms if a.pred in own]
+        cols = prog.schemas[self.pred].columns
+        self.head: list[str | int] = []  # a variable, or the id of a constant
+        for arg, col in zip(rule.head.args, cols, strict=True):
+            if isinstance(arg, Var):
+                self.head.append(arg.name)
+            else:
+                assert isinstance(arg, Const)
+                self.head.append(int(codes[col.type].encode([coerce(arg.value, col.type)])[0]))
+        self.orders = {a.index: _seeded_order(prep, a.vars) for a in prep.atoms}
+        # comparisons and assignments as (left, op, right): an ``=`` with a variable on one
+        # side binds it when the other side is bound first, and is a check otherwise
+        self.types = _var_types(prog, prep)
+        self.constraints: list[tuple[Expr, str, Expr]] = [
+            (Var(v), "=", e) for v, e in prep.assigns]
+        self.constraints += [(c.left, c.op, c.right) for c in prep.filters]
+
+    def project(self, cols: Mapping[str, I64], n: int) -> I64:
+        parts = [cols[h] if isinstance(h, str) else np.full(n, h, np.int64) for h in self.head]
+        out = parts[0] << 32
+        if len(parts) == 2:
+            out = out | parts[1]
+        return out
+
+
+# A source: for an atom, its view in a column order ((0, 1), (1, 0) or (0,)).
+Source = Any  # Callable[[tuple[int, ...]], _View]
+
+
+def _grown(arr: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
+    """``arr`` with room for at least n entries (1.5x growth; new entries ``fill``)."""
+    if n <= len(arr):
+        return arr
+    out = np.full(max(n, len(arr) * 3 // 2 + 1024), fill, arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+@dataclass
+class _Rel:
+    """One defined relation. Every fact ever held since the last compaction has an id;
+    by id: its depth (NONE: a tombstone left by a fact that left, reused when it comes
+    back) and its births, a slice (start, length) of the pool of (t, count) entries.
+    The main part is sorted by key with ids 0..n-1 in key order; facts first seen
+    since (the young part) are sorted separately with their ids, and join the main part
+    when the young part passes an eighth of it. Binary relations have the same two
+    parts sorted by swapped key, with ids. A fact touched by a commit gets its id at
+    once (a fact never seen: a tombstone of the young part)."""
+
+    arity: int
+    keys: I64 = field(default_factory=lambda: _E64)
+    ykeys: I64 = field(default_factory=lambda: _E64)
+    yid: I64 = field(default_factory=lambda: _E64)
+    skeys: I64 = field(default_factory=lambda: _E64)
+    sid: I64 = field(default_factory=lambda: _E64)
+    yskeys: I64 = field(default_factory=lambda: _E64)
+    ysid: I64 = field(default_factory=lambda: _E64)
+    n_ids: int = 0
+    depth: I32 = field(default_factory=lambda: _E32)  # by id (capacity beyond n_ids)
+    bstart: I64 = field(default_factory=lambda: _E64)
+    blen: I64 = field(default_factory=lambda: _E64)
+    pool_t: I32 = field(default_factory=lambda: _E32)
+    pool_w: I64 = field(default_factory=lambda: _E64)
+    pool_n: int = 0  # used prefix of the pool
+    live: int = 0  # entries of the pool that belong to a fact
+    hist: I64 = field(default_factory=lambda: _E64)  # members per depth
+    bhist: I64 = field(default_factory=lambda: _E64)  # birth entries per t
+    # By id, the depth in the new version during a commit (equal to ``depth`` between
+    # commits) and the fact's slot among the commit's touched facts (-1: untouched); the
+    # ids of all keys. Saved as they are (a state opened from a segment store maps them,
+    # and a commit writes the pages it touched), so opening rebuilds nothing.
+    ndepth: I32 = field(default_factory=lambda: _E32)
+    slot: I64 = field(default_factory=lambda: _E64)
+    index: _Hash | None = None  # (None while initialize builds the layers)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        kernels.warm()
+        self.__dict__.update(state)
+
+    def _index_keys(self) -> None:
+        self.index = _Hash(np.concatenate([self.keys, self.ykeys]),
+                           np.concatenate([np.arange(len(self.keys), dtype=np.int64),
+                                           self.yid]))
+
+    def view(self, perm: tuple[int, ...], lo: int, hi: int, new: bool = False) -> _View:
+        """The facts of depth in [lo, hi], in the old version (or the new one, during a
+        commit), sorted by the columns ``perm``."""
+        if hi < lo or hi < 0:
+            return _empty_view()
+        depth = self.ndepth if new else self.depth
+        if perm == (1, 0):
+            return _View([(self.skeys, self.sid), (self.yskeys, self.ysid)], depth,
+                         lo=lo, hi=hi, hash=self.index, swapped=True)
+        return _View([(self.keys, None), (self.ykeys, self.yid)], depth, lo=lo, hi=hi,
+                     hash=self.index)
+
+    def hist_at(self, t: int) -> int:
+        return int(self.hist[t]) if t < len(self.hist) else 0
+
+    def find(self, keys: I64) -> I64:
+        """The ids of ``keys`` (-1 where there is none)."""
+        assert self.index is not None
+        return self.index.get(keys)
+
+    def _room(self, n: int) -> None:
+        self.depth = _grown(self.depth, n, NONE)
+        self.ndepth = _grown(self.ndepth, n, NONE)
+        self.slot = _grown(self.slot, n, -1)
+        self.bstart = _grown(self.bstart, n, 0)
+        self.blen = _grown(self.blen, n, 0)
+
+    def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
+                 index: bool = True) -> None:
+        """(initialize, compaction) The facts, sorted, as the main part; no young part."""
+        n = len(keys)
+        self.keys, self.n_ids = keys, n
+        self.depth, self.bstart, self.blen = depth, bstart, blen
+        self.ndepth, self.slot = depth.copy(), np.full(n, -1, np.int64)
+        self._room(n + n // 8 + 1024)
+        self.ykeys = self.yid = self.yskeys = self.ysid = _E64
+        self.index = None
+        if index:
+            self._index_keys()
+        if self.arity == 2:
+            sk = _swap(keys)
+            order = np.argsort(sk)
+            self.skeys, self.sid = sk[order], order.astype(np.int64)
+
+    def add_young(self, new: I64) -> I64:
+        """Ids for facts never seen (sorted keys), as tombstones of the young part."""
+        ids = np.arange(self.n_ids, self.n_ids + len(new), dtype=np.int64)
+        self.n_ids += len(new)
+        self._room(self.n_ids)
+        if self.index is not None:
+            self.index.insert(new, ids)
+        self.ykeys, pa, pb = _merge_sorted(self.ykeys, new)
+        yid = np.empty(len(self.ykeys), np.int64)
+        yid[pa], yid[pb] = self.yid, ids
+        self.yid = yid
+        if self.arity == 2:
+            sk = _swap(new)
+            so = np.argsort(sk)
+            self.yskeys, spa, spb = _merge_sorted(self.yskeys, sk[so])
+            ysid = np.empty(len(self.yskeys), np.int64)
+            ysid[spa], ysid[spb] = self.ysid, ids[so]
+            self.ysid = ysid
+        return ids
+
+    def compact_facts(self) -> None:
+        """The young part joins the main part and tombstones go: ids are renumbered."""
+        keys = np.concatenate([self.keys, self.ykeys])
+        ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid])
+        order = np.argsort(keys, kind="stable")
+        keys, ids = keys[order], ids[order]
+        alive = self.depth[ids] != NONE
+        keys, ids = keys[alive], ids[alive]
+        self.set_main(keys, self.depth[ids], self.bstart[ids], self.blen[ids])
+
+    def pool_write(self, n: int) -> int:
+        """Room for n more pool entries; returns where they start."""
+        at = self.pool_n
+        if at + n > len(self.pool_t):
+            if self.pool_n > 2 * self.live + POOL_SLACK:
+                self.compact()
+                at = self.pool_n
+            if at + n > len(self.pool_t):
+                self.pool_t = _grown(self.pool_t, at + n, 0)
+                self.pool_w = _grown(self.pool_w, at + n, 0)
+        self.pool_n = at + n
+        return at
+
+    def compact(self) -> None:
+        """Drop the pool entries no fact owns (left by births that moved or ended)."""
+        n = self.n_ids
+        _, idx = _ranges(self.bstart[:n], self.bstart[:n] + self.blen[:n])
+        self.pool_t, self.pool_w = self.pool_t[idx], self.pool_w[idx]
+        self.bstart[:n] = np.cumsum(self.blen[:n]) - self.blen[:n]
+        self.pool_n = self.live = len(idx)
+
+
+def _hist(values: I32) -> I64:
+    if not len(values):
+        return _E64
+    return np.bincount(values).astype(np.int64)
+
+
+def _trim(h: I64) -> I64:
+    nz = np.flatnonzero(h)
+    return h[: nz[-1] + 1] if len(nz) else _E64
+
+
+def _hist_add(h: I64, values: I32, sign: int) -> I64:
+    if not len(values):
+        return h
+    add = np.bincount(values).astype(np.int64) * sign
+    if len(add) > len(h):
+        h = np.concatenate([h, np.zeros(len(add) - len(h), np.int64)])
+    h = h.copy()
+    h[: len(add)] += add
+    return h
+
+
+def _with_room(arr: NDArray[Any], n: int) -> NDArray[Any]:
+    """``arr`` with room for n entries (doubling)."""
+    if n <= len(arr):
+        return arr
+    out = np.empty(max(n, 2 * len(arr), 1024), arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+class _Touched:
+    """The touched facts of one relation in a commit (Δc ≠ 0 somewhere), by slot, in the
+    order they were first touched (arrays with room beyond ``n``): id, key, old depth,
+    new depth (NONE: undecided or not a member; the relation's ``ndepth`` holds the same
+    by id), whether decided, the cumulative Δr, r_old (their old births up to the
+    current iteration) and where their old births are among the gathered ones (start,
+    length, first not yet in r_old). ``log`` holds Δc as (slots, t, counts)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.ids, self.keys, self.dr, self.r_old = _E64, _E64, _E64, _E64
+        self.old, self.new = _E32, _E32
+        self.decided = np.zeros(0, np.bool_)
+        self.gstart, self.glen, self.gnext = _E64, _E64, _E64
+        self.g_n = 0
+        self.g_t, self.g_w = _E32, _E64
+        self.log: list[tuple[I64, I32, I64]] = []
+
+    def room(self, facts: int, births: int) -> None:
+        n, g = self.n + facts, self.g_n + births
+        self.ids, self.keys = _with_room(self.ids, n), _with_room(self.keys, n)
+        self.dr, self.r_old = _with_room(self.dr, n), _with_room(self.r_old, n)
+        self.old, self.new = _with_room(self.old, n), _with_room(self.new, n)
+        self.decided = _with_room(self.decided, n)
+        self.gstart, self.glen = _with_room(self.gstart, n), _with_room(self.glen, n)
+        self.gnext = _with_room(self.gnext, n)
+        self.g_t, self.g_w = _with_room(self.g_t, g), _with_room(self.g_w, g)
+
+
+class ColumnarStratum:
+    """A graph-shaped stratum maintained the DBSP way over numpy arrays."""
+
+    strategy = "dbsp"
+
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum):
+        reason = columnar_reason(prog, stratum)
+        if reason is not None:
+            raise ValueError(f"stratum {stratum.preds} is not columnar: {reason}")
+        kernels.warm()
+        self.prog = prog
+        self.stratum = stratum
+        self.own = frozenset(stratum.preds)
+        self.codes: dict[str, _Codes] = {t: _Codes() for t in TYPES}
+        self.rules = [_CRule(prog, prepare(r), self.own, self.codes) for r in stratum.rules]
+        self.base_rules = [r for r in self.rules if not r.own_atoms]
+        self.recursive_rules = [r for r in self.rules if r.own_atoms]
+        self.inputs = sorted({a.pred for r in self.rules for a in r.atoms} - self.own)
+        self.rels = {p: _Rel(prog.schemas[p].arity) for p in stratum.preds}
+        self.input_keys: dict[str, dict[tuple[int, ...], I64]] = {}
+        # per input and column order: the keys changed since ``input_keys`` was written
+        # (sorted; depth 0: present, NONE: gone), so a commit does not rewrite the inputs
+        self.input_patch: dict[str, dict[tuple[int, ...], tuple[I64, I32]]] = {}
+        self.work: dict[str, int] = {}
+        self._touched: dict[str, _Touched] = {}
+        self._input_delta: dict[str, tuple[I64, I64]] = {}
+        self._counters: dict[str, int] = {}
+
+    # -- encoding -------------------------------------------------------------------------
+    def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
+        cols = self.prog.schemas[pred].columns
+        c0 = self.codes[cols[0].type].encode([r[0] for r in rows])
+        if len(cols) == 1:
+            return c0 << 32
+        return (c0 << 32) | self.codes[cols[1].type].encode([r[1] for r in rows])
+
+    def _decode(self, pred: str, keys: I64) -> list[Row]:
+        cols = self.prog.schemas[pred].columns
+        c0 = self.codes[cols[0].type].decode(keys >> 32)
+        if len(cols) == 1:
+            return [(v,) for v in c0]
+        c1 = self.codes[cols[1].type].decode(keys & LOW)
+        return list(zip(c0, c1, strict=True))
+
+    def _perms(self, pred: str) -> tuple[tuple[int, ...], ...]:
+        return ((0,),) if self.prog.schemas[pred].arity == 1 else ((0, 1), (1, 0))
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _set_input(self, pred: str, keys: I64) -> None:
+        keys = np.unique(keys)
+        by: dict[tuple[int, ...], I64] = {self._perms(pred)[0]: keys}
+        if self.prog.schemas[pred].arity == 2:
+            by[(1, 0)] = np.sort(_swap(keys))
+        self.input_keys[pred] = by
+        self.input_patch[pred] = {perm: (_E64, _E32) for perm in by}
+
+    def _input_delta_in(self, pred: str, perm: tuple[int, ...]) -> tuple[I64, I32]:
+        """The input's change in the column order ``perm`` (sorted keys; depth 0: came,
+        NONE: gone)."""
+        dk, dw = self._input_delta[pred]
+        if perm == (1, 0):
+            dk = _swap(dk)
+            order = np.argsort(dk)
+            dk, dw = dk[order], dw[order]
+        return dk, np.where(dw > 0, 0, NONE).astype(np.int32)
+
+    def _input_view(self, pred: str, perm: tuple[int, ...], new: bool) -> _View:
+        keys = self.input_keys[pred][perm]
+        pk, pd = self.input_patch[pred][perm]
+        if new and pred in self._input_delta:
+            pk, pd = _overlay(pk, pd, *self._input_delta_in(pred, perm))
+        if not len(pk):
+            return _View([(keys, None)], None)
+        return _View([(keys, None)], None, pk, pd)
+
+    # -- one delta query ------------------------------------------------------------------
+    def _join(self, rule: _CRule, p: int, seed: I64, w: I64,
+              sources: Sequence[Source]) -> tuple[I64, I64]:
+        """Head keys and weights of every assignment of ``rule``'s body with atom p read
+        from ``seed`` (natural packed keys, weights) and atom q from ``sources[q]``."""
+        self._counters["delta_queries"] += 1
+        seed_atom = rule.atoms[p]
+        cols: dict[str, I64] = {seed_atom.vars[0]: seed >> 32}
+        if len(seed_atom.vars) == 2:
+            cols[seed_atom.vars[1]] = seed & LOW
+        pending = [a for a in rule.atoms if a.index != p]
+        todo = list(range(len(rule.constraints)))
+        cols, w = self._constrained(rule, cols, w, todo)
+        n = len(w)
+        for v in rule.orders[p]:
+            if not n:
+                break
+            if v in cols:
+                continue
+            source = self._source(rule, v, cols, todo)
+            if source is not None:  # an assignment binds v
+                k, expr = source
+                todo.remove(k)
+                vals, ok = self._codes_of(rule, expr, cols, n)
+                cols = {u: c[ok] for u, c in cols.items()}
+                cols[v], w = vals[ok], w[ok]
+                n = len(w)
+                cols, w = self._constrained(rule, cols, w, todo)
+                n = len(w)
+                continue
+            ready = [a for a in pending if v in a.vars and all(u in cols for u in a.vars
+                                                               if u != v)]
+            if not ready:
+                holder = next(a for a in pending if v in a.vars)
+                perm: tuple[int, ...] = (0, 1) if holder.vars[0] == v else (1, 0)
+                if len(holder.vars) == 1:
+                    perm = (0,)
+                values = sources[holder.index](perm).firsts()
+                owner = np.repeat(np.arange(n, dtype=np.int64), len(values))
+                vals = np.tile(values, n)
+                self._counters["rows_gathered"] += len(vals)
+            else:
+                owner, vals = self._extend(v, ready, cols, n, sources)
+                pending = [a for a in pending if a not in ready]
+            cols = {k: c[owner] for k, c in cols.items()}
+            cols[v] = vals
+            w = w[owner]
+            n = len(w)
+            # atoms whose variables are all bound now: checks
+            done = [a for a in pending if all(u in cols for u in a.vars)]
+            if done:
+                cols, w = self._checked(done, cols, w, sources)
+                n = len(w)
+                pending = [a for a in pending if a not in done]
+            cols, w = self._constrained(rule, cols, w, todo)
+            n = len(w)
+        if n and pending:  # atoms over the seed's variables only
+            cols, w = self._checked(pending, cols, w, sources)
+            n = len(w)
+        if not n:
+            return _E64, _E64
+        assert not todo, f"constraints never checked: {todo}"
+        return rule.project(cols, n), w
+
+    # -- comparisons and assignments (whole columns) ----------------------------------------
+    @staticmethod
+    def _source(rule: _CRule, v: str, cols: Mapping[str, I64],
+                todo: list[int]) -> tuple[int, Expr] | None:
+        """An ``=`` of ``todo`` that computes v from bound variables: (its index, the
+        expression)."""
+        for k in todo:
+            left, op, right = rule.constraints[k]
+            if op != "=":
+                continue
+            for target, expr in ((left, right), (right, left)):
+                if isinstance(target, Var) and target.name == v and expr_vars(expr) <= cols.keys():
+                    return k, expr
+        return None
+
+    def _constrained(self, rule: _CRule, cols: dict[str, I64], w: I64,
+                     todo: list[int]) -> tuple[dict[str, I64], I64]:
+        """The rows that satisfy every constraint of ``todo`` whose variables are all bound
+        (those leave ``todo``)."""
+        ready = [k for k in todo if all(expr_vars(x) <= cols.keys()
+                                        for x in (rule.constraints[k][0], rule.constraints[k][2]))]
+        if not ready or not len(w):
+            return cols, w
+        keep = np.ones(len(w), np.bool_)
+        for k in ready:
+            todo.remove(k)
+            keep &= self._holds(rule, *rule.constraints[k], cols, len(w))
+        return {u: c[keep] for u, c in cols.items()}, w[keep]
+
+    def _holds(self, rule: _CRule, left: Expr, op: str, right: Expr,
+               cols: Mapping[str, I64], n: int) -> Bool:
+        if _expr_type(left, rule.types) == "string":  # = or != on codes
+            a, _ = self._codes_of(rule, left, cols, n)
+            b, _ = self._codes_of(rule, right, cols, n)
+            return a == b if op == "=" else a != b
+        try:
+            a, oka = self._int_values(left, cols, n)
+            b, okb = self._int_values(right, cols, n)
+        except _Slow:
+            la, lb = self._slow(rule, left, cols, n), self._slow(rule, right, cols, n)
+            return np.fromiter((x is not None and y is not None and compare(op, x, y)
+                                for x, y in zip(la, lb, strict=True)), np.bool_, n)
+        return _NP_CMP[op](a, b) & oka & okb
+
+    def _codes_of(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
+                  n: int) -> tuple[I64, Bool]:
+        """The codes of ``e``'s value on every row, and the rows where it has one."""
+        every = np.ones(n, np.bool_)
+        if isinstance(e, Var):
+            return cols[e.name], every
+        typ = _expr_type(e, rule.types)
+        assert typ in TYPES
+        if isinstance(e, Const):
+            return np.full(n, self.codes[typ].encode([e.value])[0], np.int64), every
+        out = np.zeros(n, np.int64)
+        try:
+            vals, ok = self._int_values(e, cols, n)
+            out[ok] = self.codes["int"].encode_ints(vals[ok])
+        except _Slow:
+            py = self._slow(rule, e, cols, n)
+            ok = np.fromiter((x is not None for x in py), np.bool_, n)
+            out[ok] = self.codes["int"].encode([x for x in py if x is not None])
+        return out, ok
+
+    def _int_values(self, e: Expr, cols: Mapping[str, I64], n: int) -> tuple[I64, Bool]:
+        """``e`` over int64 on every row and where it has a value (not a division by
+        zero); raises ``_Slow`` when an operand or a result leaves int64."""
+        if isinstance(e, Var):
+            vals, big = self.codes["int"].ints(cols[e.name])
+            if big.any():
+                raise _Slow
+            return vals, np.ones(n, np.bool_)
+        if isinstance(e, Const):
+            return np.full(n, e.value, np.int64), np.ones(n, np.bool_)
+        assert isinstance(e, BinOp)
+        a, oka = self._int_values(e.left, cols, n)
+        b, okb = self._int_values(e.right, cols, n)
+        ok = oka & okb
+        with np.errstate(all="ignore"):
+            if e.op == "+":
+                r = a + b
+                over = ((a ^ r) & (b ^ r)) < 0
+            elif e.op == "-":
+                r = a - b
+                over = ((a ^ b) & (a ^ r)) < 0
+            elif e.op == "*":
+                over = np.abs(a.astype(np.float64) * b.astype(np.float64)) >= 2.0**62
+                r = a * b
+            else:  # / and %: truncated toward zero; no result for a zero divisor
+                ok &= b != 0
+                over = (a == _MIN) | (b == _MIN)
+                d = np.where(b == 0, 1, b)
+                q = np.abs(a) // np.abs(d)
+                q = np.where((a < 0) != (d < 0), -q, q)
+                r = q if e.op == "/" else a - d * q
+        if (over & ok).any():
+            raise _Slow
+        return r, ok
+
+    def _slow(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
+              n: int) -> list[Value | None]:
+        """``e`` row by row with the language's unbounded integers (``_Slow``)."""
+        names = sorted(expr_vars(e))
+        decoded = [self.codes[rule.types[v]].decode(cols[v]) for v in names]
+        return [eval_expr(e, dict(zip(names, vals, strict=True)))
+                for vals in zip(*decoded, strict=True)] if names else [eval_expr(e, {})] * n
+
+    def _checked(self, atoms: Sequence[PlanAtom], cols: dict[str, I64], w: I64,
+                 sources: Sequence[Source]) -> tuple[dict[str, I64], I64]:
+        """The rows (columns and weights) that every atom of ``atoms`` holds."""
+        keep = np.ones(len(w), np.bool_)
+        for a in atoms:
+            keep &= self._check(a, cols, sources)
+        return {k: c[keep] for k, c in cols.items()}, w[keep]
+
+    def _check(self, a: PlanAtom, cols: Mapping[str, I64], sources: Sequence[Source]) -> Bool:
+        keys = cols[a.vars[0]] << 32
+        if len(a.vars) == 2:
+            keys = keys | cols[a.vars[1]]
+            view = sources[a.index]((0, 1))
+        else:
+            view = sources[a.index]((0,))
+        self._counters["rows_gathered"] += len(keys)
+        return view.contains(keys)
+
+    def _extend(self, v: str, ready: list[PlanAtom], cols: Mapping[str, I64], n: int,
+                sources: Sequence[Source]) -> tuple[I64, I64]:
+        """Bind v row by row from the ready atom with the fewest candidates, checked
+        against the other ready atoms."""
+        binary = [a for a in ready if len(a.vars) == 2]
+        if not binary:  # only unary atoms hold v: all their values
+            firsts = sources[ready[0].index]((0,)).firsts()
+            owner = np.repeat(np.arange(n, dtype=np.int64), len(firsts))
+            vals = np.tile(firsts, n)
+            self._counters["rows_gathered"] += len(vals)
+            keep = np.ones(len(vals), np.bool_)
+            for a in ready[1:]:
+                keep &= sources[a.index]((0,)).contains(vals << 32)
+            return owner[keep], vals[keep]
+
+        def lookup(a: PlanAtom) -> tuple[_View, I64]:
+            other = a.vars[1] if a.vars[0] == v else a.vars[0]
+            perm = (1, 0) if a.vars[0] == v else (0, 1)
+            return sources[a.index](perm), cols[other]
+
+        looked = [lookup(a) for a in binary]
+        if len(looked) == 1:
+            choice = np.zeros(n, np.int64)
+        else:
+            choice = np.argmin(np.stack([view.counts(first) for view, first in looked]), axis=0)
+        owners: list[I64] = []
+        values: list[I64] = []
+        for i, (view, first) in enumerate(looked):
+            rows = np.flatnonzero(choice == i) if len(looked) > 1 else None
+            f = first if rows is None else first[rows]
+            own, val, seen = view.expand(f)
+            self._counters["rows_gathered"] += seen
+            if rows is not None:
+                own = rows[own]
+            keep = np.ones(len(own), np.bool_)
+            for j, (other, ofirst) in enumerate(looked):
+                if j != i:
+                    keep &= other.contains((ofirst[own] << 32) | val)
+            for a in ready:
+                if len(a.vars) == 1:
+                    keep &= sources[a.index]((0,)).contains(val << 32)
+            owners.append(own[keep])
+            values.append(val[keep])
+        return np.concatenate(owners), np.concatenate(values)
+
+    def _collect(self, out: dict[str, list[tuple[I64, I64]]], rule: _CRule,
+                 res: tuple[I64, I64]) -> None:
+        if len(res[0]):
+            out.setdefault(rule.pred, []).append(res)
+
+    @staticmethod
+    def _zsets(out: Mapping[str, list[tuple[I64, I64]]]) -> dict[str, tuple[I64, I64]]:
+        zs = {}
+        for pred, parts in out.items():
+            k, w = _sum_by_key(np.concatenate([p[0] for p in parts]),
+                               np.concatenate([p[1] for p in parts]))
+            if len(k):
+                zs[pred] = (k, w)
+        return zs
+
+    # -- initialize -----------------------------------------------------------------------
+    def initialize(self, store: RelationStore) -> dict[str, set[Row]]:
+        self._counters = {"delta_queries": 0, "rows_gathered": 0}
+        for pred in self.inputs:
+            rows = list(store[pred].rows)
+            self._set_input(pred, self._encode(pred, rows))
+        c0: dict[str, list[tuple[I64, I64]]] = {}
+        for pred in self.stratum.preds:
+            facts = list(self.prog.facts.get(pred, ()))
+            if facts:
+                k = self._encode(pred, facts)
+                c0.setdefault(pred, []).append((k, np.ones(len(k), np.int64)))
+        for rule in self.base_rules:
+            a0 = rule.atoms[0]
+            seed = self.input_keys[a0.pred][self._perms(a0.pred)[0]]
+            srcs = [self._src_input(a.pred, True) for a in rule.atoms]
+            self._collect(c0, rule, self._join(rule, 0, seed, np.ones(len(seed), np.int64),
+                                               srcs))
+        ct = self._zsets(c0)
+        births: dict[str, list[tuple[I64, I32, I64]]] = {p: [] for p in self.rels}
+        layers: dict[str, list[I64]] = {p: [] for p in self.rels}
+        members: dict[str, I64] = {p: _E64 for p in self.rels}  # sorted, all depths
+        t = 0
+        while True:
+            born = 0
+            for pred, (k, w) in ct.items():
+                if (w <= 0).any():
+                    raise AssertionError(f"negative derivation count in {pred}")
+                births[pred].append((k, np.full(len(k), t, np.int32), w))
+                _, hit = _find(members[pred], k)
+                new = k[~hit]
+                layers[pred].append(new)
+                if len(new):
+                    members[pred] = _merge_sorted(members[pred], new)[0]
+                    born += len(new)
+            for pred in self.rels:
+                if len(layers[pred]) <= t:
+                    layers[pred].append(_E64)
+            self._build_rels(members, layers)
+            if not born or not self.recursive_rules:
+                break
+            t += 1
+            out: dict[str, list[tuple[I64, I64]]] = {}
+            for rule in self.recursive_rules:
+                for j in rule.own_atoms:
+                    seed = layers[rule.atoms[j].pred][t - 1]
+                    if not len(seed):
+                        continue
+                    srcs = [self._src_input(a.pred, True) if a.pred not in self.own
+                            else self._src_own(a.pred, a.index, j, t, False)
+                            for a in rule.atoms]
+                    self._collect(out, rule, self._join(
+                        rule, j, seed, np.ones(len(seed), np.int64), srcs))
+            ct = self._zsets(out)
+        for pred, rel in self.rels.items():
+            parts = births[pred]
+            n = len(rel.keys)
+            blen, bstart = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            if parts:
+                bk = np.concatenate([p[0] for p in parts])
+                bt = np.concatenate([p[1] for p in parts])
+                bw = np.concatenate([p[2] for p in parts])
+                order = np.argsort(bk, kind="stable")  # by fact, then t (appended in order)
+                bk = bk[order]
+                room = len(bk) + len(bk) // 4 + 1024  # slack for births that move
+                rel.pool_t, rel.pool_w = np.zeros(room, np.int32), np.zeros(room, np.int64)
+                rel.pool_t[: len(bk)], rel.pool_w[: len(bk)] = bt[order], bw[order]
+                fkeys, counts = np.unique(bk, return_counts=True)
+                assert np.array_equal(fkeys, rel.keys), "a fact without births"
+                blen = counts.astype(np.int64)
+                bstart = np.cumsum(blen) - blen
+                rel.pool_n = rel.live = len(bk)
+                rel.bhist = _hist(bt)
+            rel.set_main(rel.keys, rel.depth[:n], bstart, blen)
+            rel.hist = _hist(rel.depth[:n])
+        self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
+        return {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
+
+    def _build_rels(self, members: Mapping[str, I64], layers: Mapping[str, list[I64]]) -> None:
+        """(initialize) The member arrays with depths, from the layers so far."""
+        for pred, rel in self.rels.items():
+            keys = members[pred]
+            depth = np.empty(len(keys), np.int32)
+            for d, layer in enumerate(layers[pred]):
+                if len(layer):
+                    depth[np.searchsorted(keys, layer)] = d
+            rel.set_main(keys, depth, np.zeros(len(keys), np.int64),
+                         np.zeros(len(keys), np.int64), index=False)
+
+    # -- sources ---------------------------------------------------------------------------
+    def _src_input(self, pred: str, new: bool) -> Source:
+        return lambda perm: self._input_view(pred, perm, new)
+
+    def _src_own(self, pred: str, i: int, j: int, t: int, new: bool) -> Source:
+        """Own atom i in the semi-naive term of c[t] whose delta atom is j: o[t-1] before
+        j, δo[t-1] at j, o[t-2] after j."""
+        lo, hi = (0, t - 1) if i < j else (t - 1, t - 1) if i == j else (0, t - 2)
+        return lambda perm: self._own_view(pred, perm, lo, hi, new)
+
+    def _own_view(self, pred: str, perm: tuple[int, ...], lo: int, hi: int,
+                  new: bool) -> _View:
+        return self.rels[pred].view(perm, lo, hi, new)
+
+    # -- apply ----------------------------------------------------------------------------
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        self._counters = {"delta_queries": 0, "rows_gathered": 0}
+        self._input_delta = {}
+        for pred, d in deltas.items():
+            if pred in self.own or pred not in self.input_keys or not d:
+                continue
+            rows = list(d)
+            k = self._encode(pred, rows)
+            w = np.fromiter((d[r] for r in rows), np.int64, len(rows))
+            order = np.argsort(k)
+            self._input_delta[pred] = (k[order], w[order])
+        self._touched = {p: _Touched() for p in self.rels}
+        max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
+        prev: dict[str, tuple[I64, I64]] = {}
+        prev2: dict[str, tuple[I64, I64]] = {}
+        t = 0
+        while True:
+            dct = self._delta_c(t, prev, prev2)
+            for pred, (k, w) in dct.items():
+                self._touch(pred, k, w, t)
+            cur: dict[str, tuple[I64, I64]] = {}
+            size_t = 0
+            for pred, tc in self._touched.items():
+                self._decide(self.rels[pred], tc, t)
+                old, new = tc.old[: tc.n], tc.new[: tc.n]
+                w = (new <= t).astype(np.int64) - (old <= t).astype(np.int64)
+                nz = np.flatnonzero(w)
+                if len(nz):
+                    cur[pred] = (tc.keys[nz], w[nz])
+                size_t += (self.rels[pred].hist_at(t) + int((new == t).sum())
+                           - int(((old == t) & (new != t)).sum()))
+            if not self.recursive_rules:
+                break
+            if t + 1 > max_birth_old and not size_t:
+                break
+            prev2, prev = prev, cur
+            t += 1
+        out = self._finish()
+        touched = sum(tc.n for tc in self._touched.values())
+        self.work = self._work(t + 1, touched)
+        self._touched = {}
+        self._commit_inputs()
+        return out
+
+    def _delta_c(self, t: int, prev: Mapping[str, tuple[I64, I64]],
+                 prev2: Mapping[str, tuple[I64, I64]]) -> dict[str, tuple[I64, I64]]:
+        """Δc[t]: for every product term of c[t], the sum over its factors p of (new
+        versions before p) · Δ_p · (old versions after p)."""
+        out: dict[str, list[tuple[I64, I64]]] = {}
+        rules = self.base_rules if t == 0 else self.recursive_rules
+        for rule in rules:
+            semi: list[int | None] = [None] if t == 0 else list(rule.own_atoms)
+            for j in semi:
+                for p, a in enumerate(rule.atoms):
+                    if a.pred not in self.own:
+                        delta = self._input_delta.get(a.pred)
+                    else:
+                        assert j is not None
+                        delta = self._own_delta(a.pred, p, j, prev, prev2)
+                    if delta is None or not len(delta[0]):
+                        continue
+                    srcs: list[Source] = []
+                    for q, b in enumerate(rule.atoms):
+                        if b.pred not in self.own:
+                            srcs.append(self._src_input(b.pred, q < p))
+                        else:
+                            assert j is not None
+                            srcs.append(self._src_own(b.pred, q, j, t, q < p))
+                    self._collect(out, rule, self._join(rule, p, delta[0], delta[1], srcs))
+        return self._zsets(out)
+
+    @staticmethod
+    def _own_delta(pred: str, i: int, j: int, prev: Mapping[str, tuple[I64, I64]],
+                   prev2: Mapping[str, tuple[I64, I64]]) -> tuple[I64, I64] | None:
+        """Δo[t-1] before j, Δδo[t-1] = Δo[t-1] - Δo[t-2] at j, Δo[t-2] after j."""
+        if i < j:
+            return prev.get(pred)
+        if i > j:
+            return prev2.get(pred)
+        a, b = prev.get(pred), prev2.get(pred)
+        if b is None:
+            return a
+        if a is None:
+            return b[0], -b[1]
+        return _sum_by_key(np.concatenate([a[0], b[0]]), np.concatenate([a[1], -b[1]]))
+
+    def _touch(self, pred: str, k: I64, w: I64, t: int) -> None:
+        """Add Δc[t] of ``pred`` (distinct sorted keys, as ``_zsets`` makes them) to the
+        touched facts."""
+        tc = self._touched[pred]
+        rel = self.rels[pred]
+        ids = rel.find(k)
+        never = ids < 0
+        if never.any():  # facts never seen: ids in the young part (depth NONE)
+            ids[never] = rel.add_young(k[never])
+        slots = rel.slot[ids]
+        first = np.flatnonzero(slots < 0)
+        if len(first):  # touched the first time: the next slots
+            fid = ids[first]
+            d_old = rel.depth[fid]
+            member = d_old <= t - 1  # a member already: stays one at the same depth
+            d_new = np.where(member, d_old, NONE).astype(np.int32)
+            b0, bl = rel.bstart[fid], rel.blen[fid]
+            n0 = tc.n
+            tc.room(len(fid), int(bl.sum()))
+            new_slots = np.arange(n0, n0 + len(fid), dtype=np.int64)
+            tc.n = n1 = n0 + len(fid)
+            tc.ids[n0:n1], tc.keys[n0:n1], tc.old[n0:n1] = fid, k[first], d_old
+            tc.new[n0:n1], tc.decided[n0:n1], tc.dr[n0:n1] = d_new, member, 0
+            rel.slot[fid] = new_slots
+            rel.ndepth[fid] = d_new
+            tc.g_n = kernels.gather_births(n0, b0, bl, rel.pool_t, rel.pool_w, tc.gstart,
+                                           tc.glen, tc.gnext, tc.r_old, tc.g_n, tc.g_t,
+                                           tc.g_w)
+            slots[first] = new_slots
+        tc.dr[slots] += w
+        tc.log.append((slots, np.full(len(k), t, np.int32), w))
+
+    @staticmethod
+    def _decide(rel: _Rel, tc: _Touched, t: int) -> None:
+        """↑↑H at iteration t: the undecided facts with r_old[t] + Δr[t] > 0 are in
+        o_new[t] (depth t)."""
+        kernels.decide(t, tc.n, tc.ids, tc.new, tc.decided, tc.dr, tc.r_old, tc.gstart,
+                       tc.glen, tc.gnext, tc.g_t, tc.g_w, rel.ndepth)
+
+    def _finish(self) -> dict[str, Delta]:
+        """The effective deltas; then births, depths and member arrays change."""
+        out: dict[str, Delta] = {}
+        for pred, tc in self._touched.items():
+            if not tc.n:
+                continue
+            old, new, keys = tc.old[: tc.n], tc.new[: tc.n], tc.keys[: tc.n]
+            ins = (old == NONE) & (new != NONE)
+            era = (old != NONE) & (new == NONE)
+            d: Delta = {}
+            for row in self._decode(pred, keys[ins]):
+                d[row] = 1
+            for row in self._decode(pred, keys[era]):
+                d[row] = -1
+            if d:
+                out[pred] = d
+            self._update(self.rels[pred], tc)
+        return out
+
+    @staticmethod
+    def _new_births(tc: _Touched) -> tuple[I64, I64, I32, I64]:
+        """The births of the touched facts after the commit: by slot, (start, length)
+        into (t, count) arrays, sorted by t within a slot."""
+        n = tc.n
+        log_s = np.concatenate([e[0] for e in tc.log])
+        log_t = np.concatenate([e[1] for e in tc.log])
+        log_w = np.concatenate([e[2] for e in tc.log])
+        start, length = np.empty(n, np.int64), np.empty(n, np.int64)
+        nb_t = np.empty(tc.g_n + len(log_s), np.int32)
+        nb_w = np.empty(tc.g_n + len(log_s), np.int64)
+        if not kernels.merge_births(n, tc.gstart, tc.glen, tc.g_t, tc.g_w, log_s, log_t,
+                                    log_w, start, length, nb_t, nb_w):
+            raise AssertionError("negative derivation count")
+        total = int(start[-1] + length[-1]) if n else 0
+        return start, length, nb_t[:total], nb_w[:total]
+
+    def _update(self, rel: _Rel, tc: _Touched) -> None:
+        """Depths, births and histograms of the touched facts become the new state. A
+        fact that leaves stays as a tombstone (depth NONE, no births)."""
+        n = tc.n
+        start, new_len, bt, bw = self._new_births(tc)
+        ids, old, new = tc.ids[:n], tc.old[:n], tc.new[:n]
+        # histograms
+        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, tc.g_t[: tc.g_n], -1), bt, 1))
+        changed = old != new
+        rel.hist = _trim(_hist_add(_hist_add(rel.hist, old[changed & (old != NONE)], -1),
+                                   new[changed & (new != NONE)], 1))
+        member = new != NONE
+        if (new_len[~member] != 0).any() or (new_len[member] == 0).any():
+            raise AssertionError("births and membership disagree")
+        rel.depth[ids] = new
+        rel.slot[ids] = -1
+        # births: every touched fact gets its new slice (in place when it fits)
+        old_len = tc.glen[:n]
+        moves = member & (new_len > old_len)
+        base = rel.pool_write(int(new_len[moves].sum())) if moves.any() else 0
+        written = kernels.write_births(n, ids, member, new_len, start, bt, bw, base,
+                                       rel.bstart, rel.blen, rel.pool_t, rel.pool_w)
+        rel.live += int(written) - int(old_len.sum())
+        dead = rel.n_ids - int(rel.hist.sum())
+        if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) > max(
+                YOUNG_MIN, len(rel.keys) // 8):
+            rel.compact_facts()
+
+    def _commit_inputs(self) -> None:
+        """The new versions of the inputs become the old ones of the next commit: the
+        change goes into the input's patch (O(patch + change)), and the sorted keys are
+        written anew only when the patch passes ``PATCH_MAX`` keys (so a saved state
+        keeps its input arrays, and a save writes the patch)."""
+        for pred in self._input_delta:
+            by, patches = self.input_keys[pred], self.input_patch[pred]
+            for perm, keys in by.items():
+                pk, pd = _overlay(*patches[perm], *self._input_delta_in(pred, perm))
+                _, held = _find(keys, pk)
+                differs = (pd == 0) != held  # the patch holds what the keys do not say
+                pk, pd = pk[differs], pd[differs]
+                if len(pk) > PATCH_MAX:
+                    pos, hit = _find(keys, pk[pd == NONE])
+                    keys = np.delete(keys, pos[hit])
+                    came = pk[pd == 0]
+                    by[perm] = np.insert(keys, np.searchsorted(keys, came), came)
+                    pk, pd = _E64, _E32
+                patches[perm] = (pk, pd)
+        self._input_delta = {}
+
+    def _work(self, iterations: int, facts: int) -> dict[str, int]:
+        return {
+            "delta_queries": self._counters.get("delta_queries", 0),
+            "rows_gathered": self._counters.get("rows_gathered", 0),
+            "inner_iterations": iterations,
+            "facts_touched": facts,
+            "columnar_strata": 1,
+        }

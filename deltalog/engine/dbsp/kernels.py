@@ -1,0 +1,206 @@
+"""Compiled loops of the columnar DBSP kernel (``deltalog.engine.dbsp.columnar``): the steps that
+walk the touched facts one at a time, where whole-array numpy would make a pass (and a
+temporary array) per field. Each kernel is a plain loop over arrays it is given; the
+caller owns every array and makes room before the call. Compiled by numba (``warm``,
+when a columnar stratum is built or loaded) and cached beside this file.
+
+Conventions: ids index a relation's by-id arrays (depth, ndepth, slot, bstart, blen);
+slots index the arrays of one commit's touched facts (ids, old, new, decided, dr, r_old,
+and their gathered old births: gstart, glen, gnext into g_t, g_w).
+"""
+
+import numpy as np
+from numba import njit
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+NONE = np.int32(2**31 - 1)
+
+
+@njit(cache=True, nogil=True)
+def hash_slot(key, bits):
+    return np.int64((np.uint64(key) * GOLDEN) >> np.uint64(64 - bits))
+
+
+@njit(cache=True, nogil=True)
+def hash_insert(tk, tv, bits, keys, ids):
+    """Add keys that are not there (distinct) with their ids: linear probing."""
+    mask = len(tk) - 1
+    for i in range(len(keys)):
+        s = hash_slot(keys[i], bits)
+        while tk[s] >= 0:
+            s = (s + 1) & mask
+        tk[s] = keys[i]
+        tv[s] = ids[i]
+
+
+@njit(cache=True, nogil=True)
+def hash_get(tk, tv, bits, keys, out):
+    """out[i]: the id of keys[i] (-1: not there)."""
+    mask = len(tk) - 1
+    for i in range(len(keys)):
+        k = keys[i]
+        s = hash_slot(k, bits)
+        found = -1
+        while tk[s] >= 0:
+            if tk[s] == k:
+                found = tv[s]
+                break
+            s = (s + 1) & mask
+        out[i] = found
+
+
+@njit(cache=True, nogil=True)
+def gather_births(first, bstart, blen, pool_t, pool_w, t_gstart, t_glen, t_gnext, t_rold,
+                  g_n, g_t, g_w):
+    """The old births of the slots from ``first`` on (their pool slices ``bstart``,
+    ``blen``, sorted by t) appended to the gathered ones, none of them in r_old yet
+    (``decide`` takes them in as t reaches them). Returns the new count of gathered
+    births."""
+    for i in range(len(bstart)):
+        s = first + i
+        t_gstart[s] = g_n
+        t_glen[s] = blen[i]
+        t_gnext[s] = g_n
+        t_rold[s] = 0
+        for j in range(bstart[i], bstart[i] + blen[i]):
+            g_t[g_n] = pool_t[j]
+            g_w[g_n] = pool_w[j]
+            g_n += 1
+    return g_n
+
+
+@njit(cache=True, nogil=True)
+def decide(t, n, t_ids, t_new, t_dec, t_dr, t_rold, t_gstart, t_glen, t_gnext,
+           g_t, g_w, ndepth):
+    """↑↑H at iteration t: r_old of the undecided facts takes their old births at t; those
+    with r_old + Δr > 0 are in o_new[t] (depth t)."""
+    for s in range(n):
+        if t_dec[s]:
+            continue
+        c = t_gnext[s]
+        end = t_gstart[s] + t_glen[s]
+        r = t_rold[s]
+        while c < end and g_t[c] <= t:
+            r += g_w[c]
+            c += 1
+        t_rold[s] = r
+        t_gnext[s] = c
+        if r + t_dr[s] > 0:
+            t_new[s] = t
+            t_dec[s] = True
+            ndepth[t_ids[s]] = t
+
+
+@njit(cache=True, nogil=True)
+def merge_births(n, t_gstart, t_glen, g_t, g_w, log_slot, log_t, log_w,
+                 nb_start, nb_len, nb_t, nb_w):
+    """The births of each touched slot after the commit: its old births (sorted by t)
+    plus its Δc entries (in the order of t, one per t), summed by t, zeros dropped, into
+    nb_t/nb_w from nb_start[s] (nb_len[s] entries). Returns False on a negative count."""
+    # the log grouped by slot, keeping the order of t (a counting sort)
+    cnt = np.zeros(n + 1, np.int64)
+    for i in range(len(log_slot)):
+        cnt[log_slot[i] + 1] += 1
+    for s in range(n):
+        cnt[s + 1] += cnt[s]
+    at = cnt[:n].copy()
+    order = np.empty(len(log_slot), np.int64)
+    for i in range(len(log_slot)):
+        s = log_slot[i]
+        order[at[s]] = i
+        at[s] += 1
+    out = 0
+    ok = True
+    for s in range(n):
+        nb_start[s] = out
+        a, a_end = t_gstart[s], t_gstart[s] + t_glen[s]
+        b, b_end = cnt[s], cnt[s + 1]
+        while a < a_end or b < b_end:
+            if b >= b_end or (a < a_end and g_t[a] < log_t[order[b]]):
+                bt, bw = g_t[a], g_w[a]
+                a += 1
+            elif a >= a_end or log_t[order[b]] < g_t[a]:
+                bt, bw = log_t[order[b]], log_w[order[b]]
+                b += 1
+            else:
+                bt, bw = g_t[a], g_w[a] + log_w[order[b]]
+                a += 1
+                b += 1
+            if bw != 0:
+                if bw < 0:
+                    ok = False
+                nb_t[out] = bt
+                nb_w[out] = bw
+                out += 1
+        nb_len[s] = out - nb_start[s]
+    return ok
+
+
+@njit(cache=True, nogil=True)
+def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, blen,
+                 pool_t, pool_w):
+    """Each touched fact's new births into the pool: in place when they fit in its old
+    slice, else from ``base`` on (room made by the caller). Returns the entries written."""
+    written = 0
+    for s in range(n):
+        f = t_ids[s]
+        k = new_len[s]
+        if member[s]:
+            if k > blen[f]:
+                bstart[f] = base
+                base += k
+            b0 = bstart[f]
+            src = nb_start[s]
+            for j in range(k):
+                pool_t[b0 + j] = nb_t[src + j]
+                pool_w[b0 + j] = nb_w[src + j]
+            written += k
+        blen[f] = k
+    return written
+
+
+@njit(cache=True, nogil=True)
+def expand(keys, ids, depth, lo, hi, starts, ends, owner, second):
+    """Rows keys[starts[i]:ends[i]] whose depth (``depth`` by id: ``ids`` of the rows, or
+    the row's position when ``ids`` is empty; every row when ``depth`` is empty) is in
+    [lo, hi]: their owner i and second column. Returns how many."""
+    out = 0
+    by_id = len(ids) > 0
+    check = len(depth) > 0
+    for i in range(len(starts)):
+        for j in range(starts[i], ends[i]):
+            if check:
+                d = depth[ids[j]] if by_id else depth[j]
+                if d < lo or d > hi:
+                    continue
+            owner[out] = i
+            second[out] = keys[j] & 0xFFFFFFFF
+            out += 1
+    return out
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Compile (or load from the cache) every kernel for the types the columnar kernel
+    passes, so that the first commit after a load does not pay for it."""
+    global _warm
+    if _warm:
+        return
+    i64, i32 = np.zeros(2, np.int64), np.zeros(2, np.int32)
+    tk = np.full(1024, -1, np.int64)
+    hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
+    hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
+    gather_births(0, i64, i64, i32, i64, i64.copy(), i64.copy(), i64.copy(), i64.copy(),
+                  0, i32.copy(), i64.copy())
+    decide(0, 0, i64, i32.copy(), np.zeros(2, np.bool_), i64, i64.copy(), i64, i64,
+           i64.copy(), i32, i64, i32.copy())
+    merge_births(0, i64, i64, i32, i64, i64[:0], i32[:0], i64[:0], i64.copy(), i64.copy(),
+                 i32.copy(), i64.copy())
+    write_births(0, i64, np.zeros(2, np.bool_), i64, i64, i32, i64, 0, i64.copy(),
+                 i64.copy(), i32.copy(), i64.copy())
+    expand(i64, i64[:0], i32, 0, 0, i64, i64, i64.copy(), i64.copy())
+    expand(i64, i64, i32, 0, 0, i64, i64, i64.copy(), i64.copy())
+    expand(i64, i64[:0], i32[:0], 0, 0, i64, i64, i64.copy(), i64.copy())
+    _warm = True

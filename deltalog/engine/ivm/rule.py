@@ -1,0 +1,255 @@
+"""Maintenance of one rule body (Veldhuizen 2014, §4): sensitivity indices built while evaluating,
+then per commit: tree surgery on every changed body relation, matched against the
+indices (matched intervals are removed), the union of the matched regions as the change
+oracle, the old and the new body evaluated under the same oracle, and their difference.
+
+The unit of a body is a satisfying assignment, cut at the plan's existential level: with
+short-circuit evaluation (§2.2.1) one witness stands for all assignments that agree on the
+variables before that level, so oracle regions on existential variables are widened to
+the whole subtree of their non-existential prefix.
+
+A body ``t(x̄), !s(x̄)`` with S ⊆ T guaranteed (``complement_pairs``) reads T \\ S through
+one complement atom (Veldhuizen 2014, §3.1.2): its intervals are recorded like any atom's, and a
+commit stabs them with the tree surgery of the complement's own delta, which a change to
+either t or s makes (a row of T \\ S can appear at any depth when a deeper row of t is
+inserted or of s erased, so t's and s's own surgeries would not do).
+"""
+
+from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+from deltalog.engine.ivm.interval_index import IntervalIndex
+from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
+from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
+from deltalog.engine.ivm.surgery import tree_surgery
+from deltalog.engine.join.complement import Complement
+from deltalog.engine.join.plan import Env, RulePlan, build_plan, complement_pairs, prepare
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.storage import RelationStore, SortedRows, permute
+from deltalog.engine.syntax.ast import Rule
+
+Unit = tuple[Any, ...]
+
+
+class WorkCounters:
+    """What maintenance did, beyond iterator operations."""
+
+    def __init__(self) -> None:
+        self.surgeries = 0
+        self.intervals_matched = 0
+        self.intervals_added = 0
+        self.oracle_regions = 0
+        self.units_evaluated = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "surgeries": self.surgeries,
+            "intervals_matched": self.intervals_matched,
+            "intervals_added": self.intervals_added,
+            "oracle_regions": self.oracle_regions,
+            "units_evaluated": self.units_evaluated,
+        }
+
+
+class RuleMaintainer:
+    """One rule: its plan (variable order fixed at load), sensitivity indices, and
+    ``maintain`` giving the units that left and joined the body."""
+
+    def __init__(
+        self,
+        rule: Rule,
+        store: RelationStore,
+        order: tuple[str, ...] | None = None,
+        index_every_atom: bool = False,
+        paper_trace: bool = False,
+        supersets: Mapping[str, AbstractSet[str]] | None = None,
+    ):
+        """``supersets[s]``: relations that contain s whatever the data (from
+        ``deltalog.engine.analysis.containment.supersets``); where given, ``t(x̄), !s(x̄)`` reads
+        T \\ S by counting instead of probing s per row of t."""
+        self.paper_trace = paper_trace
+        self.rule = rule
+        self.prep = prepare(rule)
+        sizes = {a.index: len(store[a.pred]) for a in self.prep.atoms}
+        self._run: JoinRun | None = None
+        # Complement atoms: atom index -> the negation index it absorbs.
+        self.complements = complement_pairs(self.prep, supersets or {})
+        self.plan: RulePlan = build_plan(self.prep, sizes, self._probe, order,
+                                         complements=self.complements)
+        order_ = self.plan.order
+        # No sensitivity index for an atom whose variables are a prefix of the order
+        # (§4.2): a change to it maps straight to a point region.
+        self.indexed = [
+            index_every_atom or tuple(a.vars[c] for c in perm) != order_[: len(a.vars)]
+            for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True)
+        ]
+        self.indices: dict[IndexKey, IntervalIndex] = {}
+        self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
+        absorbed = set(self.complements.values())
+        self.negated = {(n.pred, _neg_perm(n, self.plan))
+                        for k, n in enumerate(self.prep.negations) if k not in absorbed}
+        self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
+
+    # -- persistence: plans hold closures; keep the order, rebuild the plan ------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("prep", "plan", "_run", "last_oracle")}
+        state["order"] = self.plan.order
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        order = state.pop("order")
+        state.setdefault("complements", {})  # saved before complement iteration existed
+        self.__dict__.update(state)
+        self._run = None
+        self.last_oracle = None
+        self.prep = prepare(self.rule)
+        self.plan = build_plan(self.prep, {}, self._probe, order, complements=self.complements)
+
+    # -- plumbing -----------------------------------------------------------------------
+    def _probe(self, pred: str, perm: tuple[int, ...], prefix: tuple[Any, ...]) -> bool:
+        assert self._run is not None
+        return self._run.probe(pred, perm, prefix)
+
+    def _complement(self, store: RelationStore, atom: int, stats: JoinStats) -> Complement:
+        """T \\ S for complement atom ``atom``, in the atom's column order."""
+        neg = self.prep.negations[self.complements[atom]]
+        return Complement(store[self.prep.atoms[atom].pred], store[neg.pred],
+                          self.plan.perms[atom], stats)
+
+    def _evaluate(self, store: RelationStore, old: bool, oracle: Any, record: bool,
+                  stats: JoinStats, counters: WorkCounters,
+                  complements: Mapping[int, Complement] | None = None) -> dict[Unit, Env]:
+        def rows(pred: str, perm: tuple[int, ...]) -> SortedRows:
+            rel = store[pred]
+            return rel.previous(perm) if old else rel.current(perm)
+
+        sources: list[SortedRows] = []
+        for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True):
+            if a.index in self.complements:
+                c = (complements or {}).get(a.index) or self._complement(store, a.index, stats)
+                sources.append(c.previous() if old else c.current())
+            else:
+                sources.append(rows(a.pred, perm))
+        recorder = Recorder(self.indexed) if record else None
+        run = JoinRun(self.plan, sources, rows, stats, recorder, self.paper_trace)
+        self._run = run
+        units: dict[Unit, Env] = {}
+
+        def emit(unit: Unit, env: Env) -> None:
+            units[unit] = dict(env)
+
+        cb: Emit = emit
+        try:
+            run.run(cb, oracle)
+        finally:
+            self._run = None
+        counters.units_evaluated += len(units)
+        if recorder is not None:
+            for key, intervals in recorder.pending.items():
+                tree = self.indices.get(key)
+                if tree is None:
+                    tree = self.indices[key] = IntervalIndex()
+                tree.add_many(intervals)
+                counters.intervals_added += len(intervals)
+        return units
+
+    # -- the two entry points -----------------------------------------------------------
+    def initialize(self, store: RelationStore, stats: JoinStats,
+                   counters: WorkCounters) -> dict[Unit, Env]:
+        """Evaluate the whole body over the current versions, recording sensitivities."""
+        return self._evaluate(store, False, None, True, stats, counters)
+
+    def maintain(
+        self, store: RelationStore, changed: Collection[str], stats: JoinStats,
+        counters: WorkCounters,
+    ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
+        """The units of the old and of the new body inside the change oracle of this
+        commit; ``changed`` names the relations with a non-empty delta."""
+        oracle = ChangeOracle()
+        e = self.plan.exist_level
+
+        def region(prefix: tuple[Any, ...], lo: Any, hi: Any) -> None:
+            if len(prefix) >= e:  # widen regions on existential variables
+                oracle.add_subtree(prefix[:e])
+            else:
+                oracle.add(prefix, lo, hi)
+
+        surgeries: dict[tuple[str, tuple[int, ...]], list[Any]] = {}
+        complements: dict[int, Complement] = {}
+
+        def ops(pred: str, perm: tuple[int, ...]) -> list[Any]:
+            got = surgeries.get((pred, perm))
+            if got is None:
+                rel = store[pred]
+                delta = [(permute(r, perm), w) for r, w in rel.delta().items()]
+                got = tree_surgery(delta, rel.previous(perm), rel.current(perm))
+                surgeries[(pred, perm)] = got
+                counters.surgeries += len(got)
+            return got
+
+        for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
+                                    strict=True):
+            k = self.complements.get(a.index)
+            if k is None:
+                if a.pred not in changed:
+                    continue
+                atom_ops = ops(a.pred, perm)
+            else:
+                if a.pred not in changed and self.prep.negations[k].pred not in changed:
+                    continue
+                c = complements[a.index] = self._complement(store, a.index, stats)
+                atom_ops = tree_surgery(c.delta(), c.previous(), c.current())
+                counters.surgeries += len(atom_ops)
+            for op in atom_ops:
+                d = op.depth
+                path = op.path
+                if not indexed:
+                    region(path[:d], path[d], path[d])
+                    continue
+                tree = self.indices.get(("atom", a.index, d))
+                if tree is None:
+                    continue
+                for lo, hi, rule_prefix in tree.stab(path[:d], path[d]):
+                    counters.intervals_matched += 1
+                    region(rule_prefix, lo, hi)
+        for pred, perm in self.negated:
+            if pred not in changed:
+                continue
+            whole = self.indices.get(("whole", pred))
+            if whole is not None and len(whole):
+                counters.intervals_matched += len(whole)
+                self.indices.pop(("whole", pred))
+                oracle.add_subtree(())
+            for op in ops(pred, perm):
+                d = op.depth
+                tree = self.indices.get(("neg", pred, perm, d))
+                if tree is None:
+                    continue
+                for _, _, payload in tree.stab(op.path[:d], op.path[d]):
+                    counters.intervals_matched += 1
+                    if payload is None:
+                        oracle.add_subtree(())
+                    else:
+                        rule_prefix, x = payload
+                        region(rule_prefix, x, x)
+        if not oracle:
+            return {}, {}
+        counters.oracle_regions += oracle.regions
+        root = oracle.finish()
+        self.last_oracle = root
+        old = self._evaluate(store, True, root, False, stats, counters, complements)
+        new = self._evaluate(store, False, root, True, stats, counters, complements)
+        return old, new
+
+
+def _neg_perm(atom: Any, plan: RulePlan) -> tuple[int, ...]:
+    """The column order a negated atom is probed in: bound columns first (as the plan's
+    negation check does), then the free ones."""
+    from deltalog.engine.syntax.ast import Const
+
+    pos = set(plan.order)
+    fixed = [i for i, a in enumerate(atom.args) if isinstance(a, Const) or a.name in pos]
+    free = [i for i in range(len(atom.args)) if i not in fixed]
+    return tuple(fixed + free)

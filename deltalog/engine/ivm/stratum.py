@@ -1,0 +1,208 @@
+"""Sensitivity-index maintenance of one non-recursive stratum (Veldhuizen 2014, §2 and §4):
+every rule maintained by its change oracle, heads by support counts, aggregates by group
+state, functional heads checked for a second value per key.
+
+Recursive strata are maintained the DBSP way (``deltalog.engine.dbsp``); asking this class for one
+is an error.
+"""
+
+from collections import defaultdict
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+from deltalog.engine.analysis.containment import supersets
+from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
+from deltalog.engine.exact_sum import group_out_of_range
+from deltalog.engine.heads import functional_conflict, head_projection
+from deltalog.engine.ivm.aggregates import GroupAggregates
+from deltalog.engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
+from deltalog.engine.join.plan import Env
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.segments import PAGED_MIN, PagedDict, PagedMapping
+from deltalog.engine.semantics import coerce
+from deltalog.engine.storage import Delta, RelationStore
+from deltalog.engine.syntax.ast import Var
+from deltalog.engine.values import Row
+
+
+class _RuleHead:
+    """How one rule's units become contributions (support) to head rows."""
+
+    def __init__(self, prog: AnalyzedProgram, maintainer: RuleMaintainer):
+        rule = maintainer.rule
+        self.maintainer = maintainer
+        self.pred = rule.head.pred
+        self.schema = prog.schemas[self.pred]
+        self.project = head_projection(rule, self.schema)
+        self.agg: GroupAggregates | None = None
+        if rule.aggregate is not None:
+            a = rule.aggregate
+            self.agg = GroupAggregates(a.func, self.schema.columns[-1].type == "float")
+            self.keys = rule.head.args[:-1]
+            self.arg = a.arg.name if a.arg is not None else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "project"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.project = head_projection(self.maintainer.rule, self.schema)
+
+    def group(self, env: Env) -> tuple[Any, ...]:
+        return tuple(env[k.name] if isinstance(k, Var) else k.value for k in self.keys)
+
+    def row(self, group: tuple[Any, ...], value: Any) -> Row:
+        cols = self.schema.columns
+        return tuple(coerce(v, c.type) for v, c in zip((*group, value), cols, strict=True))
+
+    def contributions(self, old: Mapping[Unit, Env], new: Mapping[Unit, Env]) -> dict[Row, int]:
+        """Support changes of head rows from the units that left (old only) and joined
+        (new only) the body."""
+        out: dict[Row, int] = defaultdict(int)
+        agg = self.agg
+        if agg is None:
+            for unit, env in old.items():
+                if unit not in new:
+                    out[self.project(env)] -= 1
+            for unit, env in new.items():
+                if unit not in old:
+                    out[self.project(env)] += 1
+            return out
+        touched: dict[tuple[Any, ...], Any] = {}
+        changes: list[tuple[tuple[Any, ...], Unit, Any, int]] = []
+        for unit, env in old.items():
+            if unit not in new:
+                changes.append((self.group(env), unit, env[self.arg] if self.arg else 0, -1))
+        for unit, env in new.items():
+            if unit not in old:
+                changes.append((self.group(env), unit, env[self.arg] if self.arg else 0, 1))
+        for g, _, _, _ in changes:
+            if g not in touched:
+                touched[g] = agg.result(g)
+        # Erasures first, so a scan tree never holds one key twice.
+        for g, unit, value, w in sorted(changes, key=lambda c: c[3]):
+            agg.update(g, unit, value, w)
+        for g, before in touched.items():
+            try:
+                after = agg.result(g)
+            except DataError as err:
+                raise group_out_of_range(err, self.pred, g) from None
+            if before == after and type(before) is type(after):
+                continue
+            if before is not None:
+                out[self.row(g, before)] -= 1
+            if after is not None:
+                out[self.row(g, after)] += 1
+        return out
+
+
+class SensitivityStratum:
+    """A non-recursive stratum maintained with sensitivity indices and a change oracle."""
+
+    strategy = "sensitivity"
+
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum):
+        if stratum.recursive:
+            raise NotSupportedError(
+                f"the sensitivity strategy maintains non-recursive strata only; "
+                f"{', '.join(stratum.preds)} is recursive (use the dbsp or auto strategy)",
+                None,
+                NOT_SUPPORTED,
+            )
+        self.prog = prog
+        self.stratum = stratum
+        self.preds = stratum.preds
+        self.heads: list[_RuleHead] = []
+        # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
+        self.support: dict[str, MutableMapping[Row, int]] = {p: {} for p in stratum.preds}
+        self.work: dict[str, int] = {}
+        # Functional heads: the present row of every key, to catch a second value.
+        self.by_key: dict[str, MutableMapping[Row, Row]] = {
+            p: {} for p in stratum.preds if prog.schemas[p].functional
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a saved state keeps: the large support counts and functional heads' rows
+        by key marked ``PagedMapping`` (in a segment store, runs read back as ``PagedDict``,
+        of which a save writes the entries changed since the open)."""
+        state = dict(self.__dict__)
+
+        def paged(d: MutableMapping[Row, Any]) -> Any:
+            return PagedMapping(d) if type(d) is PagedDict or len(d) >= PAGED_MIN else d
+
+        state["support"] = {p: paged(d) for p, d in self.support.items()}
+        state["by_key"] = {p: paged(d) for p, d in self.by_key.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.support = {p: PagedMapping.unwrap(d) for p, d in self.support.items()}
+        self.by_key = {p: PagedMapping.unwrap(d) for p, d in self.by_key.items()}
+
+    def initialize(self, store: RelationStore) -> dict[str, set[Row]]:
+        stats, counters = JoinStats(), WorkCounters()
+        self.heads = []
+        for pred in self.preds:  # program facts of a derived predicate: permanent support
+            self._add(pred, dict.fromkeys(self.prog.facts.get(pred, ()), 1))
+        contained = supersets(self.prog)
+        for rule in self.stratum.rules:
+            m = RuleMaintainer(rule, store, supersets=contained)
+            head = _RuleHead(self.prog, m)
+            self.heads.append(head)
+            units = m.initialize(store, stats, counters)
+            self._add(head.pred, head.contributions({}, units))
+        self.work = {**stats.as_dict(), **counters.as_dict()}
+        return {p: set(rows) for p, rows in self.support.items()}
+
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        stats, counters = JoinStats(), WorkCounters()
+        changed = {name for name, d in deltas.items() if d}
+        combined: dict[str, dict[Row, int]] = {p: defaultdict(int) for p in self.preds}
+        for head in self.heads:
+            m = head.maintainer
+            if not changed & m.inputs:
+                continue
+            old, new = m.maintain(store, changed, stats, counters)
+            for row, w in head.contributions(old, new).items():
+                combined[head.pred][row] += w
+        out: dict[str, Delta] = {}
+        for pred, contrib in combined.items():
+            delta = self._add(pred, contrib)
+            if delta:
+                out[pred] = delta
+        self.work = {**stats.as_dict(), **counters.as_dict()}
+        return out
+
+    def _add(self, pred: str, contrib: Mapping[Row, int]) -> Delta:
+        """Add support; rows whose support crosses zero make the head's delta. A
+        functional head takes its erasures first, then checks every new row's key."""
+        support = self.support[pred]
+        delta: Delta = {}
+        for row, w in contrib.items():
+            if not w:
+                continue
+            before = support.get(row, 0)
+            after = before + w
+            if after < 0:
+                raise AssertionError(f"negative support for {pred}{row}")
+            if after:
+                support[row] = after
+            else:
+                del support[row]
+            if before == 0 and after > 0:
+                delta[row] = 1
+            elif before > 0 and after == 0:
+                delta[row] = -1
+        by_key = self.by_key.get(pred)
+        if by_key is not None and delta:
+            k = self.prog.schemas[pred].key_arity
+            for row, w in delta.items():
+                if w < 0 and by_key.get(row[:k]) == row:
+                    del by_key[row[:k]]
+            for row in sorted(r for r, w in delta.items() if w > 0):
+                other = by_key.setdefault(row[:k], row)
+                if other != row:
+                    raise functional_conflict(pred, other, row)
+        return delta
+

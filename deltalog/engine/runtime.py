@@ -1,0 +1,393 @@
+"""The engine's stateful API: load a program and EDB data once, then ``apply`` EDB deltas
+as often as needed and get the IDB deltas back.
+
+``MaintenanceEngine`` is the protocol every evaluation strategy implements; this module has
+the ``recompute`` strategy (evaluate from scratch, then diff), the oracle for the others.
+"""
+
+import gc
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from deltalog.engine import state_codec
+from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.errors import (
+    NOT_SUPPORTED,
+    DeltalogError,
+    NotSupportedError,
+)
+from deltalog.engine.evaluate import Evaluator
+from deltalog.engine.heads import check_functional, functional_conflict
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.segments import SegmentSink, SegmentSource
+from deltalog.engine.semantics import coerce_row
+from deltalog.engine.storage import (
+    Delta,
+    RelationStore,
+)
+from deltalog.engine.values import Row
+
+
+@dataclass
+class CommitStats:
+    """What one ``apply`` did: sizes in and out, work counters, time."""
+
+    edb_changes: int = 0
+    idb_inserted: int = 0
+    idb_erased: int = 0
+    work: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "edb_changes": self.edb_changes,
+            "idb_inserted": self.idb_inserted,
+            "idb_erased": self.idb_erased,
+            **self.work,
+            "seconds": round(self.seconds, 6),
+        }
+
+
+class MaintenanceEngine(Protocol):
+    """Load once, then apply changes; relations are sets (weights are +1/-1 changes)."""
+
+    strategy: str
+    last_stats: CommitStats
+
+    def relation(self, name: str) -> frozenset[Row]: ...
+
+    def contains(self, name: str, row: Row) -> bool: ...
+
+    def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
+
+
+def diff(old: Iterable[Row], new: Iterable[Row]) -> Delta:
+    """The delta that takes set ``old`` to set ``new``."""
+    old_s, new_s = set(old), set(new)
+    out: Delta = dict.fromkeys(new_s - old_s, 1)
+    out.update(dict.fromkeys(old_s - new_s, -1))
+    return out
+
+
+def apply_delta(rows: set[Row], delta: Mapping[Row, int]) -> set[Row]:
+    """Apply a delta to a set with set semantics: inserting a present row or erasing an
+    absent one changes nothing."""
+    out = set(rows)
+    for row, w in delta.items():
+        if w > 0:
+            out.add(row)
+        elif w < 0:
+            out.discard(row)
+    return out
+
+
+class RecomputeEngine:
+    """Evaluate from scratch after every change and diff against the previous result."""
+
+    strategy = "recompute"
+
+    def __init__(self, prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]]):
+        self.prog = prog
+        self.edb: dict[str, set[Row]] = {name: set() for name in prog.edb}
+        for name, rows in edb.items():
+            self.edb[name] = self._coerced(name, rows)
+        self.last_stats = CommitStats()
+        self.idb = self._evaluate(JoinStats())
+
+    def _coerced(self, name: str, rows: Iterable[Row]) -> set[Row]:
+        return {self._one(name, r) for r in rows}
+
+    def _evaluate(self, stats: JoinStats) -> dict[str, frozenset[Row]]:
+        ev = Evaluator(self.prog)
+        ev.stats = stats
+        return ev.run(self.edb)
+
+    def relation(self, name: str) -> frozenset[Row]:
+        if name in self.idb:
+            return self.idb[name]
+        if name in self.edb:
+            return frozenset(self.edb[name])
+        raise KeyError(name)
+
+    def contains(self, name: str, row: Row) -> bool:
+        return self._one(name, row) in self.relation(name)
+
+    def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        start = time.perf_counter()
+        changes = 0
+        new_edb = dict(self.edb)
+        for name, delta in edb_deltas.items():
+            if name not in self.edb:
+                raise NotSupportedError(
+                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
+                )
+            before = self.edb[name]
+            after = apply_delta(before, {self._one(name, r): w for r, w in delta.items()})
+            changes += len(before ^ after)
+            new_edb[name] = after
+        stats = JoinStats()
+        old_idb = self.idb
+        self.edb = new_edb
+        self.idb = self._evaluate(stats)
+        out = {name: diff(old_idb[name], self.idb[name]) for name in self.prog.idb}
+        out = {name: d for name, d in out.items() if d}
+        self.last_stats = CommitStats(
+            edb_changes=changes,
+            idb_inserted=sum(1 for d in out.values() for w in d.values() if w > 0),
+            idb_erased=sum(1 for d in out.values() for w in d.values() if w < 0),
+            work=stats.as_dict(),
+            seconds=time.perf_counter() - start,
+        )
+        return out
+
+    def _one(self, name: str, row: Row) -> Row:
+        return coerce_row(self.prog.schemas[name], row)
+
+
+STRATEGIES = ("auto", "sensitivity", "dbsp", "recompute")
+
+
+class StratumMaintainer(Protocol):
+    """Maintains the predicates of one stratum (the contract every strategy keeps).
+
+    ``initialize`` computes the stratum from the current versions of its inputs in the
+    store and returns the full contents of its predicates; ``apply`` gets the non-empty
+    effective input deltas of a commit (the store presents ``previous()`` and
+    ``current()`` of every input) and returns its predicates' effective deltas. Neither
+    commits into the store: the engine does.
+    """
+
+    strategy: str
+    work: dict[str, int]
+
+    def initialize(self, store: RelationStore) -> dict[str, set[Row]]: ...
+
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
+
+
+def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
+                columnar: bool = True) -> StratumMaintainer:
+    """The maintainer of ``stratum`` under ``strategy``. DBSP strata of the graph shape
+    (``deltalog.engine.dbsp.columnar.columnar_reason``) run on the columnar kernel unless
+    ``columnar`` is off; both kernels compute the same thing (differential tests)."""
+    use_dbsp = strategy == "dbsp" or (strategy == "auto" and stratum.recursive)
+    if not use_dbsp:
+        from deltalog.engine.ivm.stratum import SensitivityStratum
+
+        return SensitivityStratum(prog, stratum)
+    from deltalog.engine.dbsp.columnar import ColumnarStratum, columnar_reason
+    from deltalog.engine.dbsp.stratum import DbspStratum
+
+    if columnar and columnar_reason(prog, stratum) is None:
+        return ColumnarStratum(prog, stratum)
+    return DbspStratum(prog, stratum)
+
+
+class IncrementalEngine:
+    """Load once, then ``apply`` EDB deltas: every stratum maintained by its strategy,
+    strata in order, each seeing the effective deltas of the strata below it."""
+
+    def __init__(
+        self,
+        prog: AnalyzedProgram,
+        edb: Mapping[str, Iterable[Row]],
+        strategy: str = "auto",
+        columnar: bool = True,
+    ):
+        self.prog = prog
+        self.strategy = strategy
+        start = time.perf_counter()
+        self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
+        for name in prog.edb:
+            rows = set(prog.facts.get(name, ()))
+            rows |= {self._one(name, r) for r in edb.get(name, ())}
+            check_functional(prog.schemas[name], rows)
+            self.store[name].commit(dict.fromkeys(rows, 1))
+        for name in edb:
+            if name not in self.store or name in prog.idb:
+                raise NotSupportedError(
+                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
+                )
+        self.store.settle()
+        self.strata: list[tuple[Stratum, StratumMaintainer]] = []
+        work: dict[str, int] = {}
+        for stratum in prog.strata:
+            m = _maintainer(prog, stratum, strategy, columnar)
+            for pred, rows in m.initialize(self.store).items():
+                self.store[pred].commit(dict.fromkeys(rows, 1))
+            self.store.settle()
+            _add_work(work, m.work)
+            self.strata.append((stratum, m))
+        self.last_stats = CommitStats(work=work, seconds=time.perf_counter() - start)
+        self._broken: str | None = None
+        # The loaded state (relations, indices, counts: millions of small objects) lives
+        # as long as the engine. Moved out of the cyclic collector's generations, a full
+        # collection no longer walks it: otherwise one can stall a small commit for a
+        # second. (Process-wide; objects alive now are never collected as cycles.)
+        gc.freeze()
+
+    def relation(self, name: str) -> frozenset[Row]:
+        return frozenset(self.store[name].rows)
+
+    def size(self, name: str) -> int:
+        """The number of rows of relation ``name`` (current version)."""
+        return len(self.store[name])
+
+    def contains(self, name: str, row: Row) -> bool:
+        return self._one(name, row) in self.store[name]
+
+    # -- state -------------------------------------------------------------------------
+    STATE_FORMAT = 8  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs,
+    # arrays); 6: the columnar kernel's hash index and commit arrays saved; 7: support
+    # counts and functional heads of sensitivity strata as paged maps; 8: classes named
+    # in the deltalog.engine package
+
+    def dumps(self, sink: SegmentSink | None = None) -> bytes:
+        """The engine state (relations, support counts, sensitivity indices, aggregate and
+        DBSP state) as bytes, for a store outside the engine to keep. With a ``sink`` (a
+        segment store), large relations and arrays go to segments of their own, and of
+        those opened from the store only what changed since is written: the bytes
+        returned are the root that names them. Without, a whole snapshot (an in-memory
+        copy)."""
+        if self._broken is not None:
+            raise NotSupportedError(
+                f"refusing to save an engine that stopped at an error ({self._broken})",
+                None,
+                NOT_SUPPORTED,
+            )
+        return state_codec.dumps((self.STATE_FORMAT, self), sink)
+
+    @classmethod
+    def loads(
+        cls, blob: bytes | memoryview, source: SegmentSource | None = None
+    ) -> "IncrementalEngine":
+        """An engine saved by ``dumps`` (with its segments read from ``source`` when it was
+        saved to a segment store: mapped, read a page at a time as the engine touches
+        them), read by ``deltalog.engine.state_codec``, which reads data
+        only: it builds engine classes from their saved state and never calls a name the
+        bytes give (a state naming anything else raises ``state_codec.UnsafeState``). The
+        cyclic
+        garbage collector is paused while the millions of small objects are created: each
+        generation-0 pass would otherwise walk the young ones again (up to 3x the load
+        time of a sensitivity-index state, bench.state_io)."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            fmt, engine = state_codec.loads(blob, source)
+        finally:
+            if enabled:
+                gc.enable()
+        if fmt != cls.STATE_FORMAT or not isinstance(engine, cls):
+            raise NotSupportedError(
+                f"engine state format {fmt!r} is not supported (expected "
+                f"{cls.STATE_FORMAT}); rebuild the state from the tables",
+                None,
+                NOT_SUPPORTED,
+            )
+        gc.freeze()
+        return engine
+
+    def _one(self, name: str, row: Row) -> Row:
+        return coerce_row(self.prog.schemas[name], row)
+
+    def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        if self._broken is not None:
+            raise NotSupportedError(
+                f"this engine stopped at an earlier error ({self._broken}); load it again",
+                None,
+                NOT_SUPPORTED,
+            )
+        start = time.perf_counter()
+        prepared = self._prepare(edb_deltas)
+        changes = 0
+        for name, delta in prepared.items():
+            changes += len(self.store[name].commit(delta))
+        work: dict[str, int] = {}
+        out: dict[str, Delta] = {}
+        try:
+            for stratum, m in self.strata:
+                deltas = {}
+                for p in stratum.preds:
+                    for name in self.prog.dependencies.get(p, ()):
+                        d = self.store[name].delta()
+                        if d and name not in stratum.preds:
+                            deltas[name] = d
+                if not deltas:
+                    continue
+                result = m.apply(self.store, deltas)
+                _add_work(work, m.work)
+                for pred, d in result.items():
+                    effective = self.store[pred].commit(d)
+                    if effective:
+                        out[pred] = effective
+        except DeltalogError as exc:
+            self._broken = str(exc)
+            raise
+        finally:
+            self.store.settle()
+        self.last_stats = CommitStats(
+            edb_changes=changes,
+            idb_inserted=sum(1 for d in out.values() for w in d.values() if w > 0),
+            idb_erased=sum(1 for d in out.values() for w in d.values() if w < 0),
+            work=work,
+            seconds=time.perf_counter() - start,
+        )
+        return out
+
+    def check_edb(self, edb_deltas: Mapping[str, Delta]) -> None:
+        """Raise the error ``apply`` would raise on ``edb_deltas`` before it changes
+        anything (an unknown predicate, a second value for a functional key); change
+        nothing."""
+        self._prepare(edb_deltas)
+
+    def _prepare(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        prepared: dict[str, Delta] = {}
+        for name, delta in edb_deltas.items():
+            if name not in self.prog.edb:
+                raise NotSupportedError(
+                    f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
+                )
+            prepared[name] = {self._one(name, r): w for r, w in delta.items() if w}
+            self._check_functional_edb(name, prepared[name])
+        return prepared
+
+    def _check_functional_edb(self, name: str, delta: Mapping[Row, int]) -> None:
+        """A second value for a key of a functional EDB relation is an error, before any
+        change is applied."""
+        schema = self.prog.schemas[name]
+        if not schema.functional:
+            return
+        k = schema.key_arity
+        rel = self.store[name]
+        erased = {r for r, w in delta.items() if w < 0}
+        seen: dict[Row, Row] = {}
+        for row in sorted(r for r, w in delta.items() if w > 0):
+            other = seen.setdefault(row[:k], row)
+            if other == row:
+                cur = rel.current().ceil(row[:k])
+                if cur is not None and cur[:k] == row[:k] and cur != row and cur not in erased:
+                    other = cur
+            if other != row:
+                raise functional_conflict(name, other, row)
+
+
+def _add_work(total: dict[str, int], work: Mapping[str, int]) -> None:
+    for k, v in work.items():
+        total[k] = total.get(k, 0) + v
+
+
+def make_engine(
+    prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]], strategy: str = "auto"
+) -> MaintenanceEngine:
+    if strategy == "recompute":
+        return RecomputeEngine(prog, edb)
+    if strategy in STRATEGIES:
+        return IncrementalEngine(prog, edb, strategy)
+    raise NotSupportedError(
+        f"strategy '{strategy}' is not supported (available: {', '.join(STRATEGIES)})",
+        None,
+        NOT_SUPPORTED,
+    )

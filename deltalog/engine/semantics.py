@@ -1,0 +1,138 @@
+"""The meaning of primitives, shared by every evaluator: arithmetic, comparisons, value
+coercion into column types, and aggregate functions.
+
+Integer ``/`` and ``%`` follow C/SQL/Spark (truncate toward zero; remainder has the sign of
+the dividend); division or remainder by zero has no result, so the body is not satisfied.
+
+Floats are finite: ``nan``, ``inf`` and ``-inf`` are not values of the language (inputs
+refuse them), and an operation whose result would not be a finite float (``1e308 * 10``,
+an integer too large for a float) has no result either, like division by zero. So every
+value equals itself and the order of values is total, which the joins rely on. A float
+``sum`` or ``total`` beyond the float range is an error (DL308): a group must have a value.
+"""
+
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping
+
+from deltalog.engine.analysis.program import RelationSchema
+from deltalog.engine.exact_sum import ExactSum
+from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var
+from deltalog.engine.values import Row, Value
+
+_CMP: dict[str, Callable[[Value, Value], bool]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def compare(op: str, left: Value, right: Value) -> bool:
+    return _CMP[op](left, right)
+
+
+def arith(op: str, a: Value, b: Value) -> Value | None:
+    """``a op b``; None when undefined: division by zero, or a float result that is not
+    finite (module docstring)."""
+    if isinstance(a, str) or isinstance(b, str):
+        raise TypeError(f"arithmetic on a string: {a!r} {op} {b!r}")
+    if isinstance(a, int) and isinstance(b, int):
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if b == 0:
+            return None
+        q = abs(a) // abs(b)
+        if (a < 0) != (b < 0):
+            q = -q
+        return q if op == "/" else a - b * q
+    try:
+        if op == "+":
+            r = a + b
+        elif op == "-":
+            r = a - b
+        elif op == "*":
+            r = a * b
+        elif b == 0:
+            return None
+        elif op == "/":
+            r = a / b
+        else:
+            r = math.fmod(a, b)
+    except OverflowError:  # an int beyond the float range meets a float
+        return None
+    return r if math.isfinite(r) else None
+
+
+def eval_expr(expr: Expr, env: Mapping[str, Value]) -> Value | None:
+    if isinstance(expr, Var):
+        return env[expr.name]
+    if isinstance(expr, Const):
+        return expr.value
+    left = eval_expr(expr.left, env)
+    right = eval_expr(expr.right, env)
+    if left is None or right is None:
+        return None
+    return arith(expr.op, left, right)
+
+
+def compile_expr(expr: Expr) -> Callable[[Mapping[str, Value]], Value | None]:
+    """A closure evaluating ``expr`` in an environment; faster than walking the tree."""
+    if isinstance(expr, Var):
+        name = expr.name
+        return lambda env: env[name]
+    if isinstance(expr, Const):
+        value = expr.value
+        return lambda env: value
+    assert isinstance(expr, BinOp)
+    left, right, op = compile_expr(expr.left), compile_expr(expr.right), expr.op
+
+    def run(env: Mapping[str, Value]) -> Value | None:
+        a = left(env)
+        b = right(env)
+        if a is None or b is None:
+            return None
+        return arith(op, a, b)
+
+    return run
+
+
+def coerce(value: Value, typ: str) -> Value:
+    """A value as stored in a column of type ``typ`` (ints widen into float columns)."""
+    if typ == "float" and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def coerce_row(schema: RelationSchema, row: Row) -> Row:
+    """A row as stored in the relation of ``schema`` (``coerce`` per column)."""
+    return tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True))
+
+
+def aggregate(func: str, values: Iterable[Value]) -> Value:
+    """Aggregate over the values of the distinct satisfying assignments of one group.
+
+    ``total`` is the correctly rounded exact sum whatever the order, and so is ``sum`` over
+    floats: a maintained sum must not depend on the order in which rows arrived
+    (Veldhuizen 2014, §2.3.4); the same ``ExactSum`` as the maintained aggregates, so
+    evaluation and maintenance agree to the bit. ``sum`` over integers is an exact integer.
+    """
+    vals = list(values)
+    if func == "count":
+        return len(vals)
+    if func in ("sum", "total"):
+        acc = ExactSum()
+        for v in vals:
+            acc.add(v, 1)
+        return acc.value(func == "total")
+    if func == "min":
+        return min(vals)  # type: ignore[type-var]
+    if func == "max":
+        return max(vals)  # type: ignore[type-var]
+    raise ValueError(f"unknown aggregate {func}")

@@ -1,0 +1,290 @@
+"""Versioned relations: the current version as a sorted collection, the previous version as
+a view over it, and the delta between them (Veldhuizen 2014, §3.3, delta iterators).
+
+A commit applies a delta in O(changes × log n) per index; the previous version is never
+copied: ``previous()`` presents current − inserted + erased, merged on the fly. Every
+version answers ``ceil(t)`` (the least row ≥ t), which is all a trie iterator needs.
+
+``SortedRows`` is the protocol a trie iterator reads through. A relation's rows and indexes
+are in memory (a set and ``SortedList`` objects) after a full load; saved, the large ones become
+sorted runs on disk, and an engine opened from a saved state reads them a page at a time
+(``deltalog.engine.segments.PagedRows``: the run plus the changes since), so a commit touches the
+pages its rows fall in and the next save writes the changed rows only.
+"""
+
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
+from typing import Any, Protocol, TypeAlias
+
+from sortedcontainers import SortedList
+
+from deltalog.engine.segments import PAGED_MIN, Paged, PagedRows
+from deltalog.engine.sentinels import BOTTOM
+from deltalog.engine.values import Row
+
+# A delta: rows with weights, +1 inserted and -1 erased (a Z-set over a set relation).
+Delta = dict[Row, int]
+
+
+def add_into(target: dict[Any, int], key: Any, weight: int) -> None:
+    """``target[key] += weight`` in place, dropping the key when its weight becomes zero
+    (a Z-set never holds a zero weight)."""
+    if not weight:
+        return
+    w = target.get(key, 0) + weight
+    if w:
+        target[key] = w
+    else:
+        del target[key]
+
+
+
+
+class SortedRows(Protocol):
+    """One version of a relation (columns possibly permuted), sorted lexicographically."""
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        """The least row ≥ ``key`` (a prefix with ``TOP`` at the end skips a subtree)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Row]: ...
+
+    def __contains__(self, row: object) -> bool: ...
+
+
+class ListRows:
+    """An immutable sorted list of distinct rows (a snapshot, a delta, a test fixture)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: Iterable[Row]):
+        self.rows: list[Row] = sorted(set(rows))
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        i = bisect_left(self.rows, key)
+        return self.rows[i] if i < len(self.rows) else None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+    def __contains__(self, row: object) -> bool:
+        r = self.ceil(row)  # type: ignore[arg-type]
+        return r is not None and r == row
+
+
+def sorted_ceil(rows: SortedList, key: tuple[Any, ...]) -> Row | None:
+    """The least element of ``rows`` that is ≥ ``key``, or None.
+
+    Reads the SortedList's sublists directly (``_maxes``/``_lists``, stable since
+    sortedcontainers 2.0): two bisections and no positional index, which is what a trie
+    iterator needs on every operation.
+    """
+    maxes = rows._maxes
+    i = bisect_left(maxes, key)
+    if i == len(maxes):
+        return None
+    sub = rows._lists[i]
+    return sub[bisect_left(sub, key)]  # type: ignore[no-any-return]
+
+
+# The rows of an index: in memory, or a sorted run on disk with the changes since.
+Index: TypeAlias = SortedList | PagedRows
+
+
+def ceil_of(rows: Index) -> Any:
+    """The ``ceil`` function of an index."""
+    if type(rows) is PagedRows:
+        return rows.ceil
+    return partial(sorted_ceil, rows)
+
+
+class CurrentRows:
+    """The current version of an index: a view of its ``SortedList`` (or ``PagedRows``)."""
+
+    __slots__ = ("_rows", "ceil")
+
+    def __init__(self, rows: Index):
+        self._rows = rows
+        self.ceil = ceil_of(rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self._rows
+
+
+class PreviousRows:
+    """The version before the last commit: current − inserted + erased, never copied.
+
+    ``ceil`` skips rows of the current version that the last commit inserted (at most
+    |inserted| skips in all) and merges in the rows it erased.
+    """
+
+    __slots__ = ("_ceil", "_erased", "_inserted", "_rows")
+
+    def __init__(self, rows: Index, inserted: set[Row], erased: SortedList):
+        self._rows = rows
+        self._ceil = ceil_of(rows)
+        self._inserted = inserted
+        self._erased = erased
+
+    def ceil(self, key: tuple[Any, ...]) -> Row | None:
+        ceil = self._ceil
+        cur = ceil(key)
+        inserted = self._inserted
+        while cur is not None and cur in inserted:
+            cur = ceil((*cur, BOTTOM))  # the next row after cur
+        erased = self._erased
+        old = sorted_ceil(erased, key) if erased else None
+        if cur is None:
+            return old
+        if old is None:
+            return cur
+        return old if old < cur else cur
+
+    def __len__(self) -> int:
+        return len(self._rows) - len(self._inserted) + len(self._erased)
+
+    def __iter__(self) -> Iterator[Row]:
+        inserted = self._inserted
+        merged = SortedList(r for r in self._rows if r not in inserted)
+        merged.update(self._erased)
+        return iter(merged)
+
+    def __contains__(self, row: object) -> bool:
+        if row in self._erased:
+            return True
+        return row in self._rows and row not in self._inserted
+
+
+def permute(row: Row, perm: tuple[int, ...]) -> Row:
+    return tuple(row[i] for i in perm)
+
+
+class VersionedRelation:
+    """A set relation with sorted indexes (one per column permutation) that keeps its
+    previous version and the delta of the last commit."""
+
+    def __init__(self, name: str, arity: int, rows: Iterable[Row] = ()):
+        self.name = name
+        self.arity = arity
+        self._rows: set[Row] | PagedRows = set(rows)
+        # sorted indexes are built when first asked for (a relation nobody reads in order,
+        # such as a closure only the columnar kernel joins, keeps none), then maintained
+        self._indexes: dict[tuple[int, ...], Index] = {}
+        self._inserted: set[Row] = set()
+        self._erased: set[Row] = set()
+        self._prev_views: dict[tuple[int, ...], tuple[set[Row], SortedList]] = {}
+
+    # -- versions -------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """What a saved state keeps: the rows and indexes, the large ones as sorted runs
+        (``Paged``: on disk when the state is saved to a segment store), and no previous
+        version (a state is saved settled)."""
+        state = dict(self.__dict__)
+        state["_inserted"], state["_erased"], state["_prev_views"] = set(), set(), {}
+
+        def paged(rows: Any) -> Any:
+            return Paged(rows) if type(rows) is PagedRows or len(rows) >= PAGED_MIN else rows
+
+        state["_rows"] = paged(self._rows)
+        state["_indexes"] = {perm: paged(sl) for perm, sl in self._indexes.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if type(self._rows) is not PagedRows and type(self._rows) is not set:
+            self._rows = set(self._rows)  # read back in memory: a sorted copy of the set
+
+    def index(self, perm: tuple[int, ...]) -> Index:
+        """The current version sorted by the columns ``perm`` (built once, then kept)."""
+        sl = self._indexes.get(perm)
+        if sl is None:
+            sl = SortedList(permute(r, perm) for r in self._rows)
+            self._indexes[perm] = sl
+        return sl
+
+    def kept_index(self, perm: tuple[int, ...]) -> SortedList | None:
+        """The index in ``perm`` order when this relation keeps it in memory (a sorted
+        sequence, read-only to the caller); None when it keeps none or keeps it on disk."""
+        got = self._indexes.get(perm)
+        return got if type(got) is SortedList else None
+
+    def current(self, perm: tuple[int, ...] | None = None) -> CurrentRows:
+        return CurrentRows(self.index(perm or tuple(range(self.arity))))
+
+    def previous(self, perm: tuple[int, ...] | None = None) -> PreviousRows:
+        perm = perm or tuple(range(self.arity))
+        cached = self._prev_views.get(perm)
+        if cached is None:
+            ins = {permute(r, perm) for r in self._inserted}
+            era = SortedList(permute(r, perm) for r in self._erased)
+            cached = (ins, era)
+            self._prev_views[perm] = cached
+        return PreviousRows(self.index(perm), cached[0], cached[1])
+
+    def delta(self) -> Delta:
+        """The last commit's change: +1 per inserted row, −1 per erased row."""
+        out: Delta = dict.fromkeys(self._inserted, 1)
+        out.update(dict.fromkeys(self._erased, -1))
+        return out
+
+    @property
+    def rows(self) -> set[Row] | PagedRows:
+        """The current version as a set (do not mutate)."""
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, row: object) -> bool:
+        return row in self._rows
+
+    # -- commits --------------------------------------------------------------------
+    def commit(self, delta: Mapping[Row, int]) -> Delta:
+        """Apply ``delta`` with set semantics (inserting a present row or erasing an absent
+        one changes nothing) and return the effective change, which becomes ``delta()``."""
+        inserted = {r for r, w in delta.items() if w > 0 and r not in self._rows}
+        erased = {r for r, w in delta.items() if w < 0 and r in self._rows}
+        self._rows.update(inserted)
+        self._rows.difference_update(erased)
+        for perm, sl in self._indexes.items():
+            for r in erased:
+                sl.remove(permute(r, perm))
+            for r in inserted:
+                sl.add(permute(r, perm))
+        self._inserted, self._erased = inserted, erased
+        self._prev_views = {}
+        return self.delta()
+
+    def settle(self) -> None:
+        """Forget the previous version: the current one is now the only one."""
+        self._inserted, self._erased = set(), set()
+        self._prev_views = {}
+
+
+class RelationStore:
+    """Every relation of a program, by name."""
+
+    def __init__(self, arities: Mapping[str, int]):
+        self.relations = {name: VersionedRelation(name, a) for name, a in arities.items()}
+
+    def __getitem__(self, name: str) -> VersionedRelation:
+        return self.relations[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.relations
+
+    def settle(self) -> None:
+        for rel in self.relations.values():
+            rel.settle()

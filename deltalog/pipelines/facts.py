@@ -1,0 +1,119 @@
+"""Loading EDB facts from CSV files: ``DIR/<predicate>.csv`` with a header row naming the
+declared columns. Every bad value is reported with file, line and column, never a traceback.
+"""
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema
+from deltalog.engine.errors import BAD_HEADER, BAD_VALUE, INPUT_LIMIT, MISSING_INPUT, DataError, Loc
+from deltalog.engine.source import decode_source
+from deltalog.engine.values import Row, Value
+
+# The largest CSV field read (Python's csv module stops at 128 KiB by default).
+MAX_FIELD = 16 * 1024 * 1024
+
+
+def parse_value(text: str, typ: str) -> Value:
+    """A CSV cell as a value of column type ``typ``; raises ValueError when it is not one
+    (floats are finite: ``nan``, ``inf`` are not values of the language)."""
+    if typ == "int":
+        return int(text.strip())
+    if typ == "float":
+        value = float(text.strip())
+        if not math.isfinite(value):
+            raise ValueError("not finite")
+        return value
+    return text
+
+
+def read_csv_relation(path: Path, schema: RelationSchema) -> set[Row]:
+    text = decode_source(path.read_bytes(), str(path))
+    csv.field_size_limit(MAX_FIELD)
+    with io.StringIO(text, newline="") as fh:
+        reader = csv.reader(fh)
+        try:
+            return _read(reader, path, schema)
+        except csv.Error as err:  # a field past MAX_FIELD, a quote left open at the end
+            line = reader.line_num
+            too_big = "field larger than field limit" in str(err)
+            raise DataError(
+                f"a field over {MAX_FIELD // (1024 * 1024)} MiB (the limit)" if too_big
+                else f"not valid CSV: {err}",
+                Loc(str(path), max(line, 1), 1),
+                INPUT_LIMIT if too_big else BAD_VALUE,
+            ) from None
+
+
+def _read(reader: Any, path: Path, schema: RelationSchema) -> set[Row]:
+    rows: set[Row] = set()
+    header = next(reader, None)
+    expected = [c.name for c in schema.columns]
+    if header is None:
+        raise DataError(f"empty file: expected a header row {','.join(expected)}",
+                        Loc(str(path), 1, 1), BAD_HEADER)
+    header = [h.strip() for h in header]
+    if schema.declared and header != expected:
+        raise DataError(
+            f"header {','.join(header)} does not match the declaration of "
+            f"'{schema.name}': expected {','.join(expected)}",
+            Loc(str(path), 1, 1),
+            BAD_HEADER,
+        )
+    if len(header) != schema.arity:
+        raise DataError(
+            f"'{schema.name}' has {schema.arity} columns, the header has {len(header)}",
+            Loc(str(path), 1, 1),
+            BAD_HEADER,
+        )
+    for record in reader:
+        line = reader.line_num
+        if not record:
+            continue
+        if len(record) != schema.arity:
+            raise DataError(
+                f"expected {schema.arity} values, found {len(record)}",
+                Loc(str(path), line, 1),
+                BAD_VALUE,
+            )
+        values: list[Value] = []
+        col = 1
+        for cell, column in zip(record, schema.columns, strict=True):
+            try:
+                values.append(parse_value(cell, column.type))
+            except ValueError:
+                shown = cell if len(cell) <= 40 else cell[:40] + "..."
+                raise DataError(
+                    f"column '{column.name}': {shown!r} is not a valid {column.type}"
+                    + (" (floats are finite)" if column.type == "float" else ""),
+                    Loc(str(path), line, col),
+                    BAD_VALUE,
+                ) from None
+            col += len(cell) + 1
+        rows.add(tuple(values))
+    return rows
+
+
+def load_facts_dir(directory: Path, prog: AnalyzedProgram) -> dict[str, set[Row]]:
+    """Every ``<predicate>.csv`` in ``directory``; a CSV that names no EDB predicate is an
+    error (it is most likely a typo), a missing one means an empty relation."""
+    if not directory.is_dir():
+        raise DataError(f"facts directory not found: {directory}", str(directory), MISSING_INPUT)
+    out: dict[str, set[Row]] = {}
+    for path in sorted(directory.glob("*.csv")):
+        name = path.stem
+        if name not in prog.schemas:
+            raise DataError(
+                f"'{name}.csv' names no predicate of the program", str(path), MISSING_INPUT
+            )
+        if name in prog.idb:
+            raise DataError(
+                f"'{name}' is derived by rules (IDB); facts for it belong in the program",
+                str(path),
+                MISSING_INPUT,
+            )
+        out[name] = read_csv_relation(path, prog.schemas[name])
+    return out

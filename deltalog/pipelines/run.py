@@ -1,0 +1,526 @@
+"""One run of one stratum: the object the Dagster layer (and the CLI, tests, benchmarks) calls.
+
+A stratum runs in one of three ways, all under the stratum's lock and all committing through
+``deltalog.pipelines.commits``:
+
+- **incremental** (``materialize``): read the change of every input since the versions the
+  saved engine consumed (``deltalog.pipelines.inputs``), ``apply`` it, write each IDB change as one
+  commit with transaction version ``seq`` (the run number), save the engine;
+- **full load** (``materialize`` with no usable state, a large change, or ``rebuild()``):
+  load the engine from the input tables and make each IDB table equal its result;
+- **Spark rebuild** (``rebuild(spark)``): recompute on Spark, make each table equal the
+  result, drop the saved state (the next run reloads the engine from the tables).
+
+Crash safety: the transaction versions in the IDB tables say how far a crashed run got. A
+table one run ahead of the state is finished from the state (never applied twice); any other
+disagreement is rebuilt from the tables and said so in the result's notes.
+"""
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deltalog.engine.runtime import IncrementalEngine, diff
+from deltalog.engine.segments import CorruptSegment
+from deltalog.engine.storage import Delta
+from deltalog.engine.values import Row
+from deltalog.pipelines import delta_io
+from deltalog.pipelines.commits import (
+    EDB_VERSIONS,
+    INPUT_VERSIONS,
+    MODE,
+    CommitWriter,
+    Txns,
+    Written,
+    table_difference,
+    versions_json,
+    versions_of,
+)
+from deltalog.pipelines.faults import fault
+from deltalog.pipelines.inputs import Copies, InputReader
+from deltalog.pipelines.lineage import run_sample
+from deltalog.pipelines.spec import PipelineSpec
+from deltalog.pipelines.state_store import (
+    Reader,
+    StoreError,
+    StratumState,
+    drop_state,
+    load_state,
+    older_format,
+    save_state,
+    state_exists,
+    state_path,
+    stratum_lock,
+)
+from deltalog.pipelines.stratum_program import stratum_digest, stratum_program
+from deltalog.schemas.relation import arrow_to_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOCK_WAIT_SECONDS = 600.0
+
+# A change this large (at least RELOAD_MIN_ROWS input rows and more than RELOAD_SHARE of the
+# inputs' rows) reloads the stratum from the tables, like a first load, instead of maintaining
+# it: per changed row, maintenance costs far more than evaluation does, and the saved state
+# would be rewritten whole anyway. The run says so in its notes and reports mode "full".
+RELOAD_SHARE = 0.25
+RELOAD_MIN_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class StratumResult:
+    """What a run did to one IDB predicate's table. ``seconds`` is the wall time of the whole
+    stratum run (read, maintain, write, save the state), shared by the predicates it defines;
+    so are ``mode``, ``seq``, ``stats`` (the engine's counters) and ``notes``."""
+
+    pred: str
+    rows: int
+    inserted: int
+    deleted: int
+    input_versions: dict[str, int]
+    edb_versions: dict[str, int]
+    table_version: int
+    seconds: float
+    # "full" (a first load, or a change too large to maintain), "rebuilt" (a saved state
+    # that could not be used was replaced by a load from the tables: ``rebuilt_because``
+    # says why), "incremental", "unchanged", "rebuild" (the Spark rebuild job)
+    mode: str = "full"
+    rebuilt_because: str = ""
+    seq: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    state_bytes: int = 0
+    lineage: str = ""  # markdown: a sample of this table's change (``lineage.run_sample``)
+
+
+class _Unreconcilable(Exception):
+    """The saved state cannot be reconciled with the tables; the message says why."""
+
+
+class StratumRun:
+    """One run of stratum ``index`` of ``spec`` over the warehouse at ``root``: call
+    ``materialize()`` or ``rebuild()`` once. The saved engine state lives under
+    ``state_root`` (default: ``_deltalog_state`` in the warehouse); the input versions it
+    consumed make it rebuildable from the tables when it is lost.
+
+    Raises ``DataError`` DL304 when an input table is missing, DL305 when another run of the
+    stratum holds its lock for more than ``lock_wait`` seconds, DL3xx on bad input data."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        spec: PipelineSpec,
+        index: int,
+        *,
+        state_root: str | Path | None = None,
+        lock_wait: float = LOCK_WAIT_SECONDS,
+    ):
+        self.root, self.spec, self.index, self.lock_wait = root, spec, index, lock_wait
+        self.preds = spec.program.strata[index].preds
+        self.path = state_path(root, spec.name, index, state_root)
+        self.digest = stratum_digest(spec.program, index)
+        self.notes: list[str] = []
+        self.reader = InputReader(root, spec, index)
+        self.writer = CommitWriter(root, spec, index, self.notes)
+        self.start = time.perf_counter()
+        self.state_bytes = 0  # bytes the last save wrote (segments and manifest)
+        self.state_bytes_read = 0  # bytes of the saved state the run read before saving
+        self.state_segments = 0  # live segments of the saved state
+        self.opened: Reader | None = None  # the store the engine was opened from
+        self.history: list[list[Any]] = []  # the saved state's record of earlier runs
+        self.state_open_s = 0.0  # reading the saved state and loading the engine from it
+        self.state_save_s = 0.0  # the engine's bytes and the state file written
+        self.rebuilt_because = ""  # why an existing state was replaced by a full load
+        self.lineage: dict[str, str] = {}  # pred -> a sample of the run's change (markdown)
+
+    # -- the public entry points -------------------------------------------------------
+    def materialize(self) -> list[StratumResult]:
+        """Bring the stratum's IDB tables up to date with its inputs: incrementally from the
+        saved engine state when there is one that agrees with the tables, else by a full
+        load from the tables."""
+        with stratum_lock(self.path, self.lock_wait):
+            self.start = time.perf_counter()
+            return self._materialize()
+
+    def rebuild(self, spark: "SparkSession | None" = None) -> list[StratumResult]:
+        """Rebuild the stratum's IDB tables from scratch (the backfill path).
+
+        With ``spark``: recompute the stratum on Spark from its input tables (EDB and
+        upstream IDB tables) at their current versions, drop the saved engine state, and make
+        each IDB table equal the result in ONE commit per table with the same metadata and
+        application transaction (at the next ``seq``) as an incremental run; a table that
+        already equals it gets no commit (except a first, stamped commit to a table no run
+        wrote yet). Results have mode ``"rebuild"``. The Python engine is not run: the next
+        run reloads it from the rebuilt tables (mode ``"full"``) and commits nothing when it
+        agrees with Spark. So a rebuild killed at any point converges on the next run.
+
+        Without ``spark``: drop the state and reload it with the Python engine (mode
+        ``"full"``; its load writes the tables' differences)."""
+        with stratum_lock(self.path, self.lock_wait):
+            self.start = time.perf_counter()
+            if spark is not None:
+                return self._spark_rebuild(spark)
+            inputs, edbs = self.reader.snapshot()
+            state = load_state(self.path)
+            self.history = state.history if state is not None else []
+            if drop_state(self.path):
+                self._rebuilt("rebuild requested: saved state dropped")
+            return self._full_load(inputs, edbs, state.seq if state is not None else 0)
+
+    def _rebuilt(self, why: str) -> None:
+        """Say in the notes, and in the results' mode, that a saved state was replaced."""
+        self.notes.append(why)
+        self.rebuilt_because = why
+
+    # -- the three ways a stratum runs -------------------------------------------------
+    def _materialize(self) -> list[StratumResult]:
+        inputs, edbs = self.reader.snapshot()
+        opened = time.perf_counter()
+        state = load_state(self.path)
+        self.state_open_s = time.perf_counter() - opened
+        self.history = state.history if state is not None else []
+        floor = state.seq if state is not None else 0
+        if state is None:
+            if older_format(self.path) is not None:
+                self._rebuilt(
+                    "saved state in the whole-file format of an earlier deltalog: rebuilt "
+                    "from the tables into the segment store (the old file removed)"
+                )
+            elif state_exists(self.path):
+                self._rebuilt(
+                    "saved state unreadable (another format, or corrupted: its manifest's "
+                    "checksum or a segment's size does not match): rebuilt from the tables"
+                )
+            else:
+                txns = self.writer.txns()
+                runs = [t for t, _ in txns.values() if t is not None]
+                last = {p: self.writer.commit_of_run(p, t) for p, (t, _) in txns.items() if t}
+                if runs and all(c is not None and c.get(MODE) == "rebuild" for c in last.values()):
+                    self.notes.append("loaded from the tables the Spark rebuild wrote")
+                elif runs:
+                    self._rebuilt(
+                        f"no saved state at {self.path}, though run {max(runs)} committed to "
+                        "the tables (the state was removed or is kept elsewhere): rebuilt "
+                        "from the tables"
+                    )
+            return self._full_load(inputs, edbs, floor)
+        if state.digest != self.digest:
+            self._rebuilt("the stratum's rules changed since the state was saved: rebuilt")
+            return self._full_load(inputs, edbs, floor)
+        moved = self._other_tables(state)
+        if moved:
+            self._rebuilt(
+                f"{moved} is not the table the saved state was made from (another Delta "
+                "table id): rebuilt from the tables"
+            )
+            return self._full_load(inputs, edbs, floor + 1)
+        try:
+            engine, state = self._reconcile(state)
+            # A finished interrupted run may have moved the consumed versions.
+            return self._step(engine, state, inputs, edbs)
+        except _Unreconcilable as why:
+            self._rebuilt(f"state and tables disagree ({why}): rebuilt from the tables")
+            return self._full_load(inputs, edbs, floor + 1)
+        except (CorruptSegment, StoreError) as err:
+            # a page read on demand failed its checksum: whatever the run committed before
+            # is compared with the full load's result (one commit of the difference, if any)
+            self._rebuilt(f"saved state unreadable ({err}): rebuilt from the tables")
+            return self._full_load(inputs, edbs, floor + 1)
+
+    def _full_load(
+        self, inputs: Mapping[str, int], edbs: Mapping[str, int], floor: int
+    ) -> list[StratumResult]:
+        """Load the engine from the input tables at ``inputs``; make each IDB table equal
+        its result in one commit; save the state."""
+        self.opened = None
+        txns = self.writer.txns()
+        seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
+        copies: Copies = {}
+        rows = {pred: self.reader.read(pred, v, copies) for pred, v in inputs.items()}
+        fault("after_read", self.index)
+        engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
+        stats = engine.last_stats.as_dict()
+        out: dict[str, Delta] = {}
+        for pred in self.preds:
+            uri = self.writer.uri(pred)
+            current: set[Row] = set()
+            if delta_io.exists(uri):
+                current = arrow_to_rows(delta_io.read_arrow(uri))
+            out[pred] = diff(current, engine.relation(pred))
+        written = self.writer.write(
+            self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
+        )
+        self._save(engine, seq, inputs, edbs, written.txns, copies)
+        self.lineage = run_sample(engine, out)
+        sizes = {p: engine.size(p) for p in self.preds}
+        return self._results("full", seq, inputs, edbs, written, stats, sizes)
+
+    def _step(
+        self,
+        engine: IncrementalEngine,
+        state: StratumState,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+    ) -> list[StratumResult]:
+        """Maintain from the state's input versions to ``inputs``: one run, ``seq + 1``."""
+        txns = {p: (state.written.get(p), state.table_versions.get(p, -1)) for p in self.preds}
+        if dict(inputs) == state.input_versions:
+            unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
+            sizes = {p: engine.size(p) for p in self.preds}
+            return self._results("unchanged", state.seq, inputs, edbs, unchanged, {}, sizes)
+        copies = _copied(state.copies)
+        deltas = self._changes(state.input_versions, inputs, copies, engine)
+        self.reader.check_functional(engine, deltas, inputs)
+        changed = sum(len(d) for d in deltas.values())
+        size = sum(engine.size(p) for p in inputs)
+        if changed >= RELOAD_MIN_ROWS and changed > RELOAD_SHARE * size:
+            self.notes.append(
+                f"the change ({changed} rows) is {changed / max(size, 1):.0%} of the inputs "
+                f"({size} rows): the stratum was reloaded from the tables instead of maintained"
+            )
+            return self._full_load(inputs, edbs, state.seq)
+        fault("after_read", self.index)
+        out = engine.apply(deltas) if deltas else {}
+        stats = engine.last_stats.as_dict() if deltas else {"edb_changes": 0}
+        seq = state.seq + 1
+        written = self.writer.write(self.writer.arrow_changes(out), seq, inputs, edbs, txns)
+        self._save(engine, seq, inputs, edbs, written.txns, copies)
+        self.lineage = run_sample(engine, out)
+        sizes = {p: engine.size(p) for p in self.preds}
+        return self._results("incremental", seq, inputs, edbs, written, stats, sizes)
+
+    def _spark_rebuild(self, spark: "SparkSession") -> list[StratumResult]:
+        from deltalog.pipelines.recompute import spark_recompute
+
+        inputs, edbs = self.reader.snapshot()
+        state = load_state(self.path)
+        txns = self.writer.txns()
+        seq = max([state.seq if state is not None else 0, *(t or 0 for t, _ in txns.values())]) + 1
+        started = time.perf_counter()
+        expected = spark_recompute(spark, self.root, self.spec, inputs, self.preds)
+        spark_seconds = time.perf_counter() - started
+        fault("after_read", self.index)
+        # Before any commit: a state that outlived a half-done rebuild would be reconciled
+        # against tables it never produced.
+        if drop_state(self.path):
+            self.notes.append("rebuild on Spark: saved state dropped (the next run reloads it)")
+        changes = {
+            pred: table_difference(
+                expected[pred], delta_io.read_arrow(self.writer.ensure_table(pred))
+            )
+            for pred in self.preds
+        }
+        written = self.writer.write(
+            changes, seq, inputs, edbs, txns, stamp_new=True, mode="rebuild"
+        )
+        stats = {"spark_seconds": round(spark_seconds, 3)}
+        # The run number of the tables' newest deltalog commits (this rebuild's when it wrote).
+        sizes = {p: expected[p].num_rows for p in self.preds}
+        return self._results("rebuild", seq if written.commits else seq - 1, inputs, edbs,
+                             written, stats, sizes)
+
+    # -- state ---------------------------------------------------------------------------
+    def _table_ids(self, preds: Iterable[str]) -> dict[str, str]:
+        """The Delta table id of each existing table of ``preds``."""
+        out = {}
+        for pred in preds:
+            uri = self.writer.uri(pred)
+            if delta_io.exists(uri):
+                out[pred] = delta_io.table_id(uri)
+        return out
+
+    def _other_tables(self, state: StratumState) -> str | None:
+        """The first table (as "input 'p'" or "table 'p'") whose id is not the one the
+        state recorded; None when all are the same tables."""
+        now = self._table_ids(state.table_ids)
+        for pred, recorded in sorted(state.table_ids.items()):
+            if pred in now and now[pred] != recorded:
+                return f"{'table' if pred in self.preds else 'input'} '{pred}'"
+        return None
+
+    def _changes(
+        self, old: Mapping[str, int], new: Mapping[str, int], copies: Copies,
+        engine: IncrementalEngine,
+    ) -> dict[str, Delta]:
+        """The inputs' changes from ``old`` to ``new``, told from the change feeds and
+        ``copies`` with the engine's relations as they were at ``old`` (``copies`` brought
+        to ``new`` in place)."""
+        for pred, version in new.items():
+            if pred not in old:
+                raise _Unreconcilable(f"input '{pred}' is not in the saved state")
+            if version < old[pred]:
+                raise _Unreconcilable(
+                    f"input '{pred}' went back from version {old[pred]} to {version}"
+                )
+        try:
+            return self.reader.changes(old, new, copies, engine.contains)
+        except delta_io.HistoryLost as lost:
+            raise _Unreconcilable(f"{lost.where}: {lost.message}") from None
+
+    def _reconcile(self, state: StratumState) -> tuple[IncrementalEngine, StratumState]:
+        """The engine of ``state``, with an interrupted run ``state.seq + 1`` finished when
+        the tables show one; raises ``_Unreconcilable`` when the tables and the state
+        disagree in any other way."""
+        txns = self.writer.txns()
+        pending = []
+        for pred in self.preds:
+            txn, version = txns[pred]
+            expected = (state.written.get(pred), state.table_versions.get(pred, -1))
+            if (txn, version) == expected:
+                continue
+            if (
+                txn == expected[0]
+                and version > expected[1] >= 0
+                and delta_io.only_maintenance(self.writer.uri(pred), expected[1], version)
+            ):  # compacted or vacuumed since the run: the same rows at a later version
+                state.table_versions[pred] = version
+                continue
+            if txn == state.seq + 1:
+                pending.append(pred)
+                continue
+            raise _Unreconcilable(
+                f"table '{pred}' is at version {version} with run {txn}, the saved state "
+                f"(run {state.seq}) expects version {expected[1]} with run {expected[0]}"
+            )
+        opened = time.perf_counter()
+        try:
+            self.opened = state.open()
+            engine = IncrementalEngine.loads(self.opened.read(state.root), self.opened)
+        except Exception as err:  # any state that does not load is rebuilt, said in the notes
+            raise _Unreconcilable(
+                f"the saved engine state cannot be read ({type(err).__name__}: {err})"
+            ) from None
+        self.state_open_s += time.perf_counter() - opened
+        if not pending:
+            return engine, state
+        seq = state.seq + 1
+        commits = {}
+        for pred in pending:
+            info = self.writer.commit_of_run(pred, seq)
+            if info is None or int(info["version"]) != txns[pred][1]:
+                raise _Unreconcilable(f"table '{pred}' has run {seq} but not as its newest commit")
+            commits[pred] = info
+        recorded = {(c[INPUT_VERSIONS], c[EDB_VERSIONS]) for c in commits.values()}
+        if len(recorded) != 1:
+            raise _Unreconcilable(f"the commits of run {seq} disagree on their input versions")
+        [(inputs_json, edbs_json)] = recorded
+        inputs, edbs = versions_of(inputs_json), versions_of(edbs_json)
+        copies = _copied(state.copies)
+        out = engine.apply(self._changes(state.input_versions, inputs, copies, engine))
+        for pred in pending:
+            version = txns[pred][1]
+            table_change = delta_io.changes(self.writer.uri(pred), version - 1, version)
+            if table_change != out.get(pred, {}):
+                raise _Unreconcilable(
+                    f"the commit of run {seq} to '{pred}' is not the change replayed"
+                )
+        written = self.writer.write(
+            self.writer.arrow_changes(out), seq, inputs, edbs, txns, skip=frozenset(pending)
+        )
+        self.notes.append(
+            f"finished interrupted run {seq} (committed to {', '.join(pending)} at input "
+            f"versions {versions_json(inputs)}) from the saved state"
+        )
+        state = self._save(engine, seq, inputs, edbs, written.txns, copies)
+        # On from the state just saved: the next save writes what changes after it.
+        self.opened = state.open()
+        return IncrementalEngine.loads(self.opened.read(state.root), self.opened), state
+
+    def _save(
+        self,
+        engine: IncrementalEngine,
+        seq: int,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+        txns: Txns,
+        copies: Copies,
+    ) -> StratumState:
+        saving = time.perf_counter()
+        state = StratumState(
+            digest=self.digest,
+            seq=seq,
+            input_versions=dict(inputs),
+            edb_versions=dict(edbs),
+            written={p: txns[p][0] for p in self.preds},
+            table_versions={p: txns[p][1] for p in self.preds},
+            table_ids=self._table_ids([*inputs, *self.preds]),
+            history=[*self.history, [seq, dict(edbs), dict(inputs),
+                                     {p: txns[p][1] for p in self.preds}]],
+            copies=copies,
+        )
+        self.history = state.history
+        if self.opened is not None:
+            self.state_bytes_read += self.opened.bytes_touched()
+        saved = save_state(self.path, state, engine.dumps, self.opened, self.index)
+        self.opened = None  # its segments may be gone: the engine now stands for `state`
+        self.state_bytes = saved["bytes_written"]
+        self.state_segments = saved["segments"]
+        self.state_save_s = time.perf_counter() - saving
+        fault("after_state", self.index)
+        return state
+
+    def _results(
+        self,
+        mode: str,
+        seq: int,
+        inputs: Mapping[str, int],
+        edbs: Mapping[str, int],
+        written: Written,
+        stats: Mapping[str, Any],
+        sizes: Mapping[str, int],
+    ) -> list[StratumResult]:
+        """One result per predicate; ``sizes`` are the rows each table holds after the run
+        (the engine's relation, or the Spark result), so no table is scanned to count them.
+        A table that took another change than the engine's (said in the notes) is counted
+        from its Delta log instead."""
+        seconds = time.perf_counter() - self.start
+        if mode == "full" and self.rebuilt_because:
+            mode = "rebuilt"
+        stats = {
+            **stats,
+            "idb_inserted": sum(i for i, _ in written.counts.values()),
+            "idb_erased": sum(d for _, d in written.counts.values()),
+            "state_bytes_written": self.state_bytes,
+            "state_bytes_read": self.state_bytes_read,
+            "state_segments": self.state_segments,
+            "state_open_s": round(self.state_open_s, 4),
+            "state_save_s": round(self.state_save_s, 4),
+        }
+        out = []
+        for pred in self.preds:
+            uri = self.writer.uri(pred)
+            version = written.txns[pred][1]
+            if version < 0:
+                version = delta_io.table_version(uri)
+            ins, dels = written.counts[pred]
+            rows = sizes[pred]
+            if pred in written.diverged:
+                rows = delta_io.row_count(uri, version)
+            out.append(
+                StratumResult(
+                    pred,
+                    rows,
+                    ins,
+                    dels,
+                    dict(inputs),
+                    dict(edbs),
+                    version,
+                    seconds,
+                    mode=mode,
+                    rebuilt_because=self.rebuilt_because if mode == "rebuilt" else "",
+                    seq=seq,
+                    stats=stats,
+                    notes=tuple(self.notes),
+                    state_bytes=self.state_bytes,
+                    lineage=self.lineage.get(pred, ""),
+                )
+            )
+        return out
+
+
+def _copied(copies: Copies) -> Copies:
+    """A copy of a saved state's ``copies`` for the next state (the saved one untouched)."""
+    return {pred: None if rows is None else dict(rows) for pred, rows in copies.items()}

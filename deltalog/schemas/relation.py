@@ -1,0 +1,112 @@
+"""One engine ``RelationSchema`` -> its Arrow, Spark and Dagster forms, and rows <-> Arrow
+tables.
+
+Every adapter (Delta, Spark, Dagster metadata) takes its column types from here, so that the
+three never disagree about what an ``int`` or a ``string`` column is. pyspark and dagster
+are imported only inside the functions that build their forms: importing this module
+imports neither.
+"""
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from deltalog.engine.analysis.program import RelationSchema
+from deltalog.engine.values import Row
+
+if TYPE_CHECKING:
+    import dagster as dg
+    from pyspark.sql import types as T
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "string": pa.string(),
+}
+
+
+# The Spark type of each column type, by its class name in ``pyspark.sql.types``.
+SPARK_TYPES: dict[str, str] = {
+    "int": "LongType",
+    "float": "DoubleType",
+    "string": "StringType",
+}
+
+
+def arrow_schema(schema: RelationSchema, nullable: bool = False) -> pa.Schema:
+    """The Arrow schema of a relation: int64 / float64 / string. Deltalog values are never
+    null, hence ``nullable=False`` by default."""
+    return pa.schema(
+        [pa.field(c.name, ARROW_TYPES[c.type], nullable=nullable) for c in schema.columns]
+    )
+
+
+def spark_type(column_type: str) -> "T.DataType":
+    """The Spark type of a column type: long / double / string."""
+    from pyspark.sql import types as T  # lazy: importing schemas does not import pyspark
+
+    spark_class: type[T.DataType] = getattr(T, SPARK_TYPES[column_type])
+    return spark_class()
+
+
+def spark_schema(schema: RelationSchema, nullable: bool = False) -> "T.StructType":
+    """The Spark schema of a relation: its column names, int/float/string as long/double/string.
+
+    Deltalog values are never null, hence ``nullable=False`` by default; DataFrames computed
+    by Spark usually report nullable columns, so compare names and types, not nullability.
+    """
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [T.StructField(c.name, spark_type(c.type), nullable) for c in schema.columns]
+    )
+
+
+def dagster_table_schema(schema: RelationSchema) -> "dg.TableSchema":
+    """The relation as a Dagster ``TableSchema`` (for ``dagster/column_schema`` metadata)."""
+    import dagster as dg  # lazy: the pipelines that never show Dagster metadata skip it
+
+    key_note = " (functional value)" if schema.functional else ""
+    columns = [
+        dg.TableColumn(
+            name=c.name,
+            type=c.type,
+            description=(key_note if i == schema.arity - 1 else "") or None,
+            constraints=dg.TableColumnConstraints(nullable=False),
+        )
+        for i, c in enumerate(schema.columns)
+    ]
+    return dg.TableSchema(columns=columns)
+
+
+def rows_to_arrow(schema: RelationSchema, rows: Iterable[Row]) -> pa.Table:
+    """An Arrow table of ``rows`` (python tuples) with the relation's Arrow schema."""
+    target = arrow_schema(schema)
+    rows = list(rows)
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.columns]
+    arrays = [
+        pa.array(column, type=field.type) for column, field in zip(columns, target, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def normalize(table: pa.Table) -> pa.Table:
+    """``table`` with string_view / large_string columns cast to plain string."""
+    fields = [
+        pa.field(f.name, pa.string(), f.nullable)
+        if pa.types.is_string_view(f.type) or pa.types.is_large_string(f.type)
+        else f
+        for f in table.schema
+    ]
+    target = pa.schema(fields)
+    return table if target.equals(table.schema) else table.cast(target)
+
+
+def arrow_to_rows(table: pa.Table) -> set[Row]:
+    """The rows of ``table`` as a set of python tuples (string views read as str)."""
+    table = normalize(table)
+    if table.num_columns == 0:
+        return {()} if table.num_rows else set()
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return set(zip(*columns, strict=True))
