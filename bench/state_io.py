@@ -25,7 +25,8 @@ this process, and Spark (local, the session started beforehand) recomputing them
 EDB tables' files with the program compiled as the ``<pipeline>_rebuild`` job does (best
 of two; rows counted in Spark): what a run costs that keeps no state at all.
 
-    .venv/bin/python -m bench.state_io [--quick] [--max-size N | --full] [--no-spark]
+    .venv/bin/python -m bench.state_io [--quick] [--max-size N | --full | --sizes N,M]
+        [--no-spark]
 """
 
 import argparse
@@ -247,7 +248,12 @@ def run(sizes: Sequence[int], say: Any = print, spark: bool = False) -> list[dic
 
         session = make_spark_session("deltalog-bench-state-io")
     try:
-        results = [measure(n, say, session) for n in sizes]
+        results = []
+        for n in sizes:
+            results.append(measure(n, say, session))
+            # each size's numbers as soon as they are measured (a larger size may take long)
+            say("  " + json.dumps({k: v for k, v in results[-1].items()
+                                   if k != "bytes_written_runs"}))
     finally:
         if session is not None:
             session.stop()
@@ -292,9 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true",
                     help="up to 5*10^6 tuples per table (10^7 base tuples)")
     ap.add_argument("--no-spark", action="store_true", help="DuckDB as the only peer")
+    ap.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")],
+                    help="rows per table, comma-separated (instead of the sizes above)")
     args = ap.parse_args(argv)
     top = 10_000 if args.quick else (max(SIZES) if args.full else args.max_size)
-    sizes = [s for s in SIZES if s <= top]
+    sizes = args.sizes or [s for s in SIZES if s <= top]
     print(f"A run through the Dagster CLI after a {CHANGE}-row change to each of two tables "
           f"(triangles: sensitivity indices; closure: columnar DBSP); median of {RUNS} runs")
     run(sizes, spark=not args.no_spark)
