@@ -665,7 +665,10 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
     """The table (at ``version``) as a Spark DataFrame that Spark's own parquet reader reads
     from the version's exact file list (from the Delta log, through delta-rs): executors
     read the files, the driver holds only their names (Spark's Delta reader needs jars from
-    Maven). Partition columns come from the files' paths, cast to the log's types.
+    Maven). Partition columns come from the files' paths, cast to the log's types. On
+    object storage without a Hadoop filesystem for its scheme in Spark (pyspark from PyPI
+    has no S3A), the executors read the same files with Arrow's filesystems instead
+    (``deltalog.pipelines.spark.arrow_files``, with the warehouse's storage options).
 
     Raises ``NotSupportedError`` for a table whose protocol a plain parquet read would get
     wrong: deletion vectors (rows deleted without rewriting their file) or column mapping
@@ -694,10 +697,17 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
     if not files:
         return spark.createDataFrame(normalize(schema.empty_table()))
     if is_remote(uri):
-        # Hadoop names S3 s3a://; Spark needs that filesystem on its classpath (hadoop-aws)
-        files = [f"s3a://{f[len('s3://'):]}" if f.startswith("s3://") else f for f in files]
-        uri = f"s3a://{uri[len('s3://'):]}" if uri.startswith("s3://") else uri
-        _require_spark_filesystem(spark, files[0], uri)
+        # Hadoop names S3 s3a://; without that filesystem on Spark's classpath (hadoop-aws,
+        # which pyspark from PyPI lacks), the executors read the files with Arrow's
+        hadoop = [f"s3a://{f[len('s3://'):]}" if f.startswith("s3://") else f for f in files]
+        base = f"s3a://{uri[len('s3://'):]}" if uri.startswith("s3://") else uri
+        if not _spark_has_filesystem(spark, hadoop[0]):
+            from deltalog.pipelines.spark.arrow_files import read_files
+
+            named = [(f, _partition_values(uri, f, partitions)) for f in files]
+            return read_files(spark, named, normalize(schema.empty_table()).schema,
+                              storage_options(uri) or {})
+        files, uri = hadoop, base
     reader = spark.read.option("basePath", uri) if partitions else spark.read
     df = reader.parquet(*files)
     for name in partitions:
@@ -705,8 +715,8 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
     return df.select(*schema.names)
 
 
-def _require_spark_filesystem(spark: "SparkSession", path: str, uri: str) -> None:
-    """DL901 unless Spark has a Hadoop filesystem for ``path``'s scheme (a cluster's Spark
+def _spark_has_filesystem(spark: "SparkSession", path: str) -> bool:
+    """Whether Spark has a Hadoop filesystem for ``path``'s scheme (a cluster's Spark
     usually has S3A and ABFS; pyspark from PyPI has neither)."""
     scheme = path.split("://", 1)[0]
     jvm: Any = spark.sparkContext._jvm
@@ -714,14 +724,22 @@ def _require_spark_filesystem(spark: "SparkSession", path: str, uri: str) -> Non
     try:
         jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
     except Exception:  # py4j wraps the JVM's UnsupportedFileSystemException
-        raise NotSupportedError(
-            f"Spark has no filesystem for {scheme}:// on its classpath, so it cannot read "
-            "this table's files: add it to the Spark the checks use (for S3, "
-            "spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version> and "
-            "the spark.hadoop.fs.s3a.* settings in the spark resource's spark_config)",
-            uri,
-            NOT_SUPPORTED,
-        ) from None
+        return False
+    return True
+
+
+def _partition_values(uri: str, file: str, partitions: Sequence[str]) -> dict[str, str | None]:
+    """A file's partition values from its path below the table (``col=value`` folders, as
+    Delta writes them; ``__HIVE_DEFAULT_PARTITION__`` is null)."""
+    from urllib.parse import unquote
+
+    out: dict[str, str | None] = dict.fromkeys(partitions)
+    for part in file[len(uri.rstrip("/")) + 1 :].split("/")[:-1]:
+        name, eq, value = part.partition("=")
+        if eq and name in out:
+            value = unquote(value)
+            out[name] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+    return out
 
 
 __all__ = [
