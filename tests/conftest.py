@@ -1,10 +1,14 @@
-"""Shared pytest fixtures: the repository root on sys.path and one Spark session per run.
+"""Shared pytest fixtures: the repository root on sys.path, one Spark session per run, and
+one S3-compatible server per run (moto's, a process on 127.0.0.1, started on first use).
 
 Spark takes seconds to start and allows one session per process, so every test marked
 ``spark`` shares the session-scoped ``spark`` fixture; tests that never ask for it start no JVM.
 """
 
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,3 +30,39 @@ def spark() -> Iterator["SparkSession"]:
     session = make_spark_session("deltalog-tests", FAST_START_CONF)
     yield session
     session.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """An S3 endpoint (moto's server) with an empty bucket; its delta-rs storage options."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "deltalog",
+               "AWS_SECRET_ACCESS_KEY": "deltalog", "AWS_REGION": "us-east-1",
+               "AWS_ALLOW_HTTP": "true"}
+    try:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="deltalog", aws_secret_access_key="deltalog")
+        for _ in range(100):
+            try:
+                client.create_bucket(Bucket="deltalog-test")
+                break
+            except Exception:  # the server is still starting
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("the S3 server did not start")
+        yield options
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

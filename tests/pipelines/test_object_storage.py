@@ -5,11 +5,6 @@ evaluator; through Dagster too, with the warehouse resource's storage options; a
 warehouse without a local state folder is a clear DL900."""
 
 import json
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -26,42 +21,6 @@ from deltalog.pipelines.warehouse import write_edb
 from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline, tables_right
 
 EDGES_V2 = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 1), (6, 7)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3():
-    """An S3 endpoint (moto's server) with an empty bucket; its delta-rs storage options."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "deltalog",
-               "AWS_SECRET_ACCESS_KEY": "deltalog", "AWS_REGION": "us-east-1",
-               "AWS_ALLOW_HTTP": "true"}
-    try:
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id="deltalog", aws_secret_access_key="deltalog")
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="deltalog-test")
-                break
-            except Exception:  # the server is still starting
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("the S3 server did not start")
-        yield options
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def _run_all(spec, root, state_root):
