@@ -17,14 +17,14 @@ import pyarrow as pa
 
 from deltalog.engine.values import Row
 from deltalog.pipelines import delta_io
-from deltalog.pipelines.commits import recorded_edb_versions, table_difference
+from deltalog.pipelines.commits import recorded_edb_versions
 from deltalog.pipelines.inputs import require_table
 from deltalog.pipelines.spec import PipelineSpec
 from deltalog.pipelines.state_store import load_state, state_path
 from deltalog.schemas.relation import arrow_schema, arrow_to_rows, normalize
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 SAMPLE_LIMIT = 20
 
@@ -110,7 +110,13 @@ def spark_recompute_checks(
 ) -> dict[str, CheckOutcome]:
     """Compare the IDB table of each of ``preds`` with a full recompute on Spark from the EDB
     versions its newest materialization consumed, sharing one recompute among the tables
-    produced from the same EDB versions (e.g. one stratum)."""
+    produced from the same EDB versions (e.g. one stratum). The comparison runs in Spark
+    (each table version read from its files by the executors, the differences counted
+    there): the driver receives counts and at most ``SAMPLE_LIMIT`` rows of each
+    difference, never a table."""
+    from deltalog.pipelines.spark.compiler import recompute
+    from deltalog.pipelines.spark.session import conform
+
     groups: dict[str, list[tuple[str, int]]] = {}
     snapshots: dict[str, dict[str, int]] = {}
     for pred in preds:
@@ -121,19 +127,37 @@ def spark_recompute_checks(
     out: dict[str, CheckOutcome] = {}
     for key, members in groups.items():
         edb_versions = snapshots[key]
-        expected = spark_recompute(spark, root, spec, edb_versions, [p for p, _ in members])
+        frames = {
+            pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)
+            for pred, version in edb_versions.items()
+        }
+        recomputed = recompute(spark, spec.program, frames, [p for p, _ in members])
         for pred, version in members:
-            actual = delta_io.read_arrow(spec.table_uri(root, pred), version)
-            missing, extra = table_difference(expected[pred], actual)
-            out[pred] = CheckOutcome(
-                passed=missing.num_rows == 0 and extra.num_rows == 0,
-                engine_rows=actual.num_rows,
-                spark_rows=expected[pred].num_rows,
-                missing_in_engine=_sample(missing),
-                extra_in_engine=_sample(extra),
-                n_missing=missing.num_rows,
-                n_extra=extra.num_rows,
-                edb_versions=dict(edb_versions),
-                table_version=version,
-            )
+            schema = spec.program.schemas[pred]
+            expected = conform(recomputed[pred], schema).persist()
+            actual = conform(
+                delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version), schema
+            ).persist()
+            try:
+                missing, extra = expected.subtract(actual), actual.subtract(expected)
+                n_missing, n_extra = missing.count(), extra.count()
+                out[pred] = CheckOutcome(
+                    passed=n_missing == 0 and n_extra == 0,
+                    engine_rows=actual.count(),
+                    spark_rows=expected.count(),
+                    missing_in_engine=_first_rows(missing) if n_missing else [],
+                    extra_in_engine=_first_rows(extra) if n_extra else [],
+                    n_missing=n_missing,
+                    n_extra=n_extra,
+                    edb_versions=dict(edb_versions),
+                    table_version=version,
+                )
+            finally:
+                expected.unpersist()
+                actual.unpersist()
     return out
+
+
+def _first_rows(df: "DataFrame") -> list[Row]:
+    """The first ``SAMPLE_LIMIT`` rows of ``df`` in sort order (computed in Spark)."""
+    return _sample(normalize(df.orderBy(*df.columns).limit(SAMPLE_LIMIT).toArrow()))
