@@ -35,6 +35,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CDF_CONFIG = {"delta.enableChangeDataFeed": "true"}
+# Files of the tables deltalog creates are cut at about this size (delta-rs honours the
+# table property when it writes, MERGE included): a MERGE that deletes rows rewrites only
+# the files holding them, so a change costs O(rows changed x file size), not the table.
+FILE_BYTES = 4 << 20
+# A MERGE whose change has at most this many distinct values in the first column names
+# them as a filter on the target, so files whose statistics exclude them are not scanned.
+MERGE_FILTER_MAX = 1000
 _CHANGE = "__deltalog_change"  # column of the merge source: "i" insert, "d" delete
 COMMIT_RETRIES = 3
 # Change data feed change types -> weight.
@@ -91,11 +98,13 @@ def open_table(uri: str, version: int | None = None) -> DeltaTable:
 
 
 def create_table(uri: str, schema: pa.Schema) -> int:
-    """Create an empty table with the change data feed on; returns its version (0)."""
+    """Create an empty table with the change data feed on and files of about ``FILE_BYTES``;
+    returns its version (0)."""
     if not is_remote(uri):
         Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     return DeltaTable.create(
-        uri, schema, mode="error", configuration=CDF_CONFIG,
+        uri, schema, mode="error",
+        configuration={**CDF_CONFIG, "delta.targetFileSize": str(FILE_BYTES)},
         storage_options=storage_options(uri),
     ).version()
 
@@ -581,7 +590,12 @@ def _merge(
             deleted.append_column(_CHANGE, pa.repeat("d", deleted.num_rows)),
         ]
     )
+    if names:  # inserted rows are written in key order: files keep narrow key ranges
+        source = source.sort_by([(c, "ascending") for c in names])
     on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in names)
+    first = _first_column_filter(source, names[0]) if names else None
+    if first is not None:
+        on = f"{first} AND {on}"
     metrics = (
         dt.merge(
             source, predicate=on, source_alias="s", target_alias="t", commit_properties=properties
@@ -593,6 +607,26 @@ def _merge(
         .execute()
     )
     return int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_deleted"])
+
+
+def _first_column_filter(source: pa.Table, name: str) -> str | None:
+    """``t.<name> IN (...)`` of the source's distinct values of its first column, as SQL
+    literals (ints and strings; a float column gets no filter: its literals would be read
+    as decimals); None when there are more than ``MERGE_FILTER_MAX``."""
+    values = pc.unique(source.column(name)).to_pylist()
+    if not values or len(values) > MERGE_FILTER_MAX:
+        return None
+    literals = []
+    for v in values:
+        if isinstance(v, bool) or v is None:
+            return None
+        if isinstance(v, int):
+            literals.append(str(v))
+        elif isinstance(v, str):
+            literals.append("'" + v.replace("'", "''") + "'")
+        else:
+            return None
+    return f"t.{_quote(name)} IN ({', '.join(literals)})"
 
 
 def commit_delta(

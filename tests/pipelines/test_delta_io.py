@@ -216,3 +216,39 @@ def test_changes_from_the_feed_equal_a_diff_of_versions(tmp_path, uri):
             expected = {**dict.fromkeys(new - old, 1), **dict.fromkeys(old - new, -1)}
             assert delta_io.changes(uri, start, end) == expected, (start, end)
             assert delta_io.changes(plain, start, end) == expected, (start, end)
+
+
+@pytest.mark.parametrize("kind", ["int", "string"])
+def test_a_small_change_rewrites_only_the_files_holding_its_rows(tmp_path, monkeypatch, kind):
+    """Tables deltalog creates cut their files at ``FILE_BYTES``: the first commit writes
+    its rows in key order over several files, and a change that deletes two rows and
+    inserts two rewrites at most the two files that held the deleted rows (a MERGE scans
+    only the files whose statistics allow the change's first-column values), while the
+    table and its change feed say exactly the change, whatever the values (quotes too)."""
+    monkeypatch.setattr(delta_io, "FILE_BYTES", 16 << 10)
+    uri = str(tmp_path / "t")
+    value = (lambda i: i) if kind == "int" else (lambda i: f"it's {i:06d}")
+    typ = pa.int64() if kind == "int" else pa.string()
+    schema = pa.schema([pa.field("a", typ, nullable=False),
+                        pa.field("b", pa.int64(), nullable=False)])
+    delta_io.create_table(uri, schema)
+    rows = [(value(i), i % 7) for i in range(20_000)]
+    table = pa.table({"a": pa.array([r[0] for r in rows], typ), "b": [r[1] for r in rows]},
+                     schema=schema)
+    empty = table.slice(0, 0)
+    delta_io.commit_delta(uri, table, empty, {}, ("app", 1))
+    files = len(DeltaTable(uri).file_uris())
+    assert files >= 8
+    gone = pa.table({"a": pa.array([rows[5][0], rows[15_000][0]], typ),
+                     "b": [rows[5][1], rows[15_000][1]]}, schema=schema)
+    new = pa.table({"a": pa.array([value(30_000), value(30_001)], typ), "b": [1, 2]},
+                   schema=schema)
+    ins, dels, version = delta_io.commit_delta(uri, new, gone, {}, ("app", 2))
+    assert (ins, dels) == (2, 2)
+    metrics = json.loads(json.dumps(DeltaTable(uri).history(1)[0]["operationMetrics"]))
+    assert int(metrics["num_target_files_removed"]) <= 2
+    assert int(metrics["num_target_files_scanned"]) < files
+    expected = (set(rows) - {rows[5], rows[15_000]}) | {(value(30_000), 1), (value(30_001), 2)}
+    assert arrow_to_rows(delta_io.read_arrow(uri)) == expected
+    assert delta_io.changes(uri, version - 1, version) == {
+        rows[5]: -1, rows[15_000]: -1, (value(30_000), 1): 1, (value(30_001), 2): 1}
