@@ -38,7 +38,7 @@ CDF_CONFIG = {"delta.enableChangeDataFeed": "true"}
 # Files of the tables deltalog creates are cut at about this size (delta-rs honours the
 # table property when it writes, MERGE included): a MERGE that deletes rows rewrites only
 # the files holding them, so a change costs O(rows changed x file size), not the table.
-FILE_BYTES = 4 << 20
+FILE_BYTES = 1 << 20
 # A MERGE whose change has at most this many distinct values in the first column names
 # them as a filter on the target, so files whose statistics exclude them are not scanned.
 MERGE_FILTER_MAX = 1000
