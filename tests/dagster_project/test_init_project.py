@@ -1,15 +1,20 @@
 """``deltalog init DIR`` scaffolds a team's own project: its definitions load (by importing
 the generated module, and through ``dg list defs``), its seed writes the EDB table, and its
 example pipeline runs end to end to the naive evaluator's result. A non-empty DIR is DL403
-and nothing is written. The ``DeltalogPipelines`` component builds the same definitions."""
+and nothing is written. The ``DeltalogPipelines`` component builds the same definitions,
+and ``dg dev`` serves the project."""
 
 import importlib
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
@@ -154,3 +159,51 @@ def test_the_component_builds_the_same_definitions(tmp_path, clean_env):
             assert "error DL101" in (graph.get(dg.AssetKey(["bad"])).description or "")
             assert {j.name for j in defs.jobs or ()} >= JOBS
             assert Path(defs.resources["warehouse"].root) == sandbox.project_root / "wh"
+
+
+def test_dg_dev_serves_the_generated_project(tmp_path, clean_env):
+    """``dg dev`` in the project's folder starts Dagster (webserver, daemon, code server):
+    its GraphQL lists the example's assets and jobs; stopped with its process group."""
+    project = tmp_path / "devproj"
+    init_project(project)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": str(project), "DAGSTER_HOME": str(home)}
+    server = subprocess.Popen([str(BIN / "dg"), "dev", "--host", "127.0.0.1", "--port",
+                               str(port)], cwd=project, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    query = json.dumps({"query": "{ assetNodes { assetKey { path } } "
+                                 "repositoriesOrError { ... on RepositoryConnection "
+                                 "{ nodes { jobs { name } } } } }"}).encode()
+    try:
+        listed = None
+        for _ in range(240):
+            assert server.poll() is None, "dg dev exited"
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/graphql", data=query,
+                    headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    listed = json.loads(response.read())["data"]
+                if listed["assetNodes"]:
+                    break
+            except (OSError, KeyError, TypeError):
+                pass
+            time.sleep(0.5)
+        assert listed is not None and listed["assetNodes"], "dg dev did not serve the project"
+        keys = {"/".join(n["assetKey"]["path"]) for n in listed["assetNodes"]}
+        assert keys == {"example/edge", "example/reaches"}
+        jobs = {j["name"] for r in listed["repositoriesOrError"]["nodes"] for j in r["jobs"]}
+        assert jobs >= JOBS
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
