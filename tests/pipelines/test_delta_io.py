@@ -252,3 +252,30 @@ def test_a_small_change_rewrites_only_the_files_holding_its_rows(tmp_path, monke
     assert arrow_to_rows(delta_io.read_arrow(uri)) == expected
     assert delta_io.changes(uri, version - 1, version) == {
         rows[5]: -1, rows[15_000]: -1, (value(30_000), 1): 1, (value(30_001), 2): 1}
+
+
+def test_bag_changes_count_copies_and_look_up_only_what_the_counts_cannot_tell(tmp_path,
+                                                                               monkeypatch):
+    """``bag_changes`` tells a set change from the feed and the copies a reader knew: one
+    copy of two deleted is no change; the last copy deleted is. A count the feed would take
+    below zero (the reader's copies were wrong) is looked up in the table instead."""
+    uri = str(tmp_path / "bag")
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False)])
+    write_deltalake(uri, pa.table({"a": [1, 1, 2]}, schema=schema),
+                    configuration=delta_io.CDF_CONFIG)
+    write_deltalake(uri, pa.table({"a": [1, 3]}, schema=schema), mode="overwrite")
+    lookups = []
+    real = delta_io.rows_with_keys
+    monkeypatch.setattr(delta_io, "rows_with_keys",
+                        lambda u, v, keys: lookups.append(keys.num_rows) or real(u, v, keys))
+    known = {(1,): 2, (2,): 1}
+    delta, after = delta_io.bag_changes(uri, 0, 1, None, lambda r: known.get(r, 0))
+    assert delta == {(2,): -1, (3,): 1} and after == {(1,): 1, (2,): 0, (3,): 1}
+    assert lookups == []
+    # a reader that thought row 1 absent: the feed's -1 cannot be, so it is looked up
+    def wrong(row):
+        return 0 if row == (1,) else known.get(row, 0)
+
+    delta, after = delta_io.bag_changes(uri, 0, 1, None, wrong)
+    assert lookups == [1]
+    assert delta == {(1,): 1, (2,): -1, (3,): 1} and after[(1,)] == 1
