@@ -189,11 +189,10 @@ def _dagster_run_seconds(home: Path) -> float:
 def _spark_seconds(spark: Any, root: Path, spec: Any) -> float:
     """Spark recomputing both queries from the EDB tables' latest versions (read from their
     files), counted in Spark; the session is started before."""
-    from deltalog.pipelines import delta_io
+    from deltalog.pipelines.recompute import table_frames
     from deltalog.pipelines.spark.compiler import recompute
 
-    frames = {p: delta_io.spark_dataframe(spark, spec.table_uri(root, p), None)
-              for p in spec.program.edb}
+    frames = table_frames(spark, root, spec, dict.fromkeys(spec.program.edb))
     start = time.perf_counter()
     got = recompute(spark, spec.program, frames, list(STRATA_KEYS))
     for df in got.values():

@@ -5,7 +5,6 @@ Spark takes seconds to start and allows one session per process, so every test m
 ``spark`` shares the session-scoped ``spark`` fixture; tests that never ask for it start no JVM.
 """
 
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.local import free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,16 +33,10 @@ def spark() -> Iterator["SparkSession"]:
     session.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def s3():
     """An S3 endpoint (moto's server) with an empty bucket; its delta-rs storage options."""
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -504,14 +504,7 @@ def _changes(
         net = {row: (1 if w > 0 else -1) for row, w in _feed_weights(feed).items()}
         names = [n for n in feed.column_names if not n.startswith("_")]
         return _still_present_kept(uri, end, net, names)
-    old_table, new_table = read_arrow(uri, start), read_arrow(uri, end)
-    if columns is not None:
-        old_table, new_table = old_table.select(list(columns)), new_table.select(list(columns))
-    old = arrow_to_rows(old_table)
-    new = arrow_to_rows(new_table)
-    out: dict[Row, int] = dict.fromkeys(new - old, 1)
-    out.update(dict.fromkeys(old - new, -1))
-    return out
+    return _diff_counts(uri, start, end, columns)[0]
 
 
 def _still_present_kept(
@@ -687,12 +680,18 @@ def _try_append(
     try:
         write_deltalake(uri, inserted, mode="append", commit_properties=properties,
                         storage_options=storage_options(uri))
-    except CommitFailedError:
-        if attempt == COMMIT_RETRIES:
-            raise
-        time.sleep(0.05 * (attempt + 1))
+    except CommitFailedError as err:
+        _back_off(attempt, err)
         return None
     return inserted.num_rows, 0, open_table(uri).version()
+
+
+def _back_off(attempt: int, err: CommitFailedError) -> None:
+    """A concurrent commit won attempt ``attempt``: back off before the caller retries on
+    the new version (None), or raise the conflict on the last attempt."""
+    if attempt == COMMIT_RETRIES:
+        raise err
+    time.sleep(0.05 * (attempt + 1))
 
 
 def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None) -> "DataFrame":
@@ -807,10 +806,8 @@ def _try_merge(
     the last attempt's conflict is raised."""
     try:
         ins, dels = _merge(dt, inserted, deleted, properties)
-    except CommitFailedError:
-        if attempt == COMMIT_RETRIES:
-            raise
-        time.sleep(0.05 * (attempt + 1))
+    except CommitFailedError as err:
+        _back_off(attempt, err)
         return None
     except DeltaError as err:
         raise DataError(

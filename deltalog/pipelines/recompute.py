@@ -45,6 +45,18 @@ class CheckOutcome:
     table_version: int = -1
 
 
+def table_frames(
+    spark: "SparkSession", root: str | Path, spec: PipelineSpec,
+    versions: Mapping[str, int | None],
+) -> dict[str, "DataFrame"]:
+    """The tables of ``versions`` (table -> version, None: the latest) as DataFrames that
+    Spark's executors read from the versions' files."""
+    return {
+        pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)
+        for pred, version in versions.items()
+    }
+
+
 def spark_recompute(
     spark: "SparkSession",
     root: str | Path,
@@ -57,12 +69,9 @@ def spark_recompute(
     declared schema."""
     from deltalog.pipelines.spark.compiler import recompute
 
-    frames = {
-        pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)
-        for pred, version in versions.items()
-    }
     wanted = list(wanted)
-    recomputed = recompute(spark, spec.program, frames, wanted)
+    recomputed = recompute(spark, spec.program, table_frames(spark, root, spec, versions),
+                           wanted)
     out = {}
     for pred in wanted:
         schema = arrow_schema(spec.program.schemas[pred])
@@ -127,10 +136,7 @@ def spark_recompute_checks(
     out: dict[str, CheckOutcome] = {}
     for key, members in groups.items():
         edb_versions = snapshots[key]
-        frames = {
-            pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)
-            for pred, version in edb_versions.items()
-        }
+        frames = table_frames(spark, root, spec, edb_versions)
         recomputed = recompute(spark, spec.program, frames, [p for p, _ in members])
         for pred, version in members:
             schema = spec.program.schemas[pred]

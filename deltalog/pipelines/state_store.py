@@ -246,24 +246,24 @@ class Reader:
 
     def bytes_touched(self) -> int:
         """Bytes of the state this reader has read so far: the segments read whole, and of
-        the large sorted runs read a page at a time, the pages this process has mapped in
-        (their resident share of the mapping in ``/proc/self/smaps``: the pages touched and
-        the kernel's read-around). Where smaps cannot be read, the runs count whole."""
-        if not self.unchecked:
-            return self.bytes_read
-        paths = {str(self.folder / name) for name in self.unchecked}
-        resident = 0
-        try:
-            with open("/proc/self/smaps", encoding="utf-8", errors="replace") as f:
-                ours = False
-                for line in f:
-                    if line[:1] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
-                        ours = line.rstrip("\n").split(None, 5)[-1] in paths
-                    elif ours and line.startswith("Rss:"):
-                        resident += int(line.split()[1]) * 1024
-        except OSError:
-            return self.bytes_read + sum(self.segments[n][0] for n in self.unchecked)
-        return self.bytes_read + resident
+        the segments mapped and read a page at a time (large sorted runs, arrays checked
+        by an earlier run), the pages this process has mapped in (from
+        ``/proc/self/pagemap``: the pages touched, with the kernel's fault-around). Where
+        that cannot be read, those segments count whole."""
+        touched = self.bytes_read
+        mapped = {name: mm for name, mm in self.maps.items() if name in self.unchecked}
+        for _, ref, mm, _ in self.arrays.values():
+            if ref[2] in self.unchecked:
+                mapped[ref[2]] = mm
+        for name, mm in mapped.items():
+            raw = np.frombuffer(mm, dtype=np.uint8)
+            entries = _pagemap(raw.ctypes.data, len(raw)) if len(raw) else None
+            if entries is None:
+                touched += self.segments[name][0]
+            else:
+                present = (entries >> np.uint64(63)) & np.uint64(1)
+                touched += int(present.sum()) * PAGE
+        return touched
 
     def _map(self, name: str, access: int = mmap.ACCESS_READ) -> tuple[mmap.mmap, bool]:
         """The segment mapped, and whether it must be checked whole (see the class)."""
@@ -341,10 +341,9 @@ def _delta_pages(buf: memoryview) -> Iterator[tuple[int, bytes]]:
         raise StoreError("an array delta whose pages do not add up to its size")
 
 
-def dirty_pages(addr: int, length: int) -> np.ndarray | None:
-    """The pages of the copy-on-write mapping at ``addr`` written since it was mapped (the
-    private ones, present or swapped out), from ``/proc/self/pagemap``; None when that
-    cannot be read. Reads 8 bytes per page of the mapping, not the pages."""
+def _pagemap(addr: int, length: int) -> np.ndarray | None:
+    """The ``/proc/self/pagemap`` entries of the pages of the mapping at ``addr`` (8 bytes
+    per page of the mapping, not the pages); None when that cannot be read."""
     first, last = addr // PAGE, (addr + length - 1) // PAGE
     try:
         with open("/proc/self/pagemap", "rb") as f:
@@ -352,7 +351,15 @@ def dirty_pages(addr: int, length: int) -> np.ndarray | None:
             entries = np.frombuffer(f.read((last - first + 1) * 8), dtype=np.uint64)
     except OSError:
         return None
-    if len(entries) != last - first + 1:
+    return entries if len(entries) == last - first + 1 else None
+
+
+def dirty_pages(addr: int, length: int) -> np.ndarray | None:
+    """The pages of the copy-on-write mapping at ``addr`` written since it was mapped (the
+    private ones, present or swapped out); None when ``/proc/self/pagemap`` cannot be
+    read."""
+    entries = _pagemap(addr, length)
+    if entries is None:
         return None
     present = (entries >> np.uint64(63)) & np.uint64(1)
     swapped = (entries >> np.uint64(62)) & np.uint64(1)

@@ -4,12 +4,10 @@ example pipeline runs end to end to the naive evaluator's result. A non-empty DI
 and nothing is written. The ``DeltalogPipelines`` component builds the same definitions,
 and ``dg dev`` serves the project."""
 
-import importlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +26,7 @@ from deltalog.pipelines.facts import read_csv_relation
 from deltalog.pipelines.scaffold import NotEmptyError, init_project
 from deltalog.pipelines.spec import PIPELINES_ENV, load_pipeline
 from deltalog.schemas.relation import arrow_to_rows
+from tests.local import free_port, import_fresh
 
 pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
 
@@ -41,14 +40,6 @@ JOBS = {"example_update", "example_recompute_checks", "example_rebuild",
 def clean_env(monkeypatch):
     monkeypatch.delenv(PIPELINES_ENV, raising=False)
     monkeypatch.delenv(WAREHOUSE_ENV, raising=False)
-
-
-def _import(project: Path, module: str, monkeypatch):
-    monkeypatch.syspath_prepend(str(project))
-    for name in [m for m in sys.modules if m == module.split(".")[0]
-                 or m.startswith(module.split(".")[0] + ".")]:
-        monkeypatch.delitem(sys.modules, name)
-    return importlib.import_module(module)
 
 
 def test_init_writes_a_project(tmp_path, clean_env, capsys):
@@ -96,7 +87,7 @@ def test_the_generated_project_loads_seeds_and_runs(tmp_path, clean_env, monkeyp
     project = tmp_path / "graphs_proj"
     init_project(project, package="graphs_pkg_a")
     monkeypatch.chdir(tmp_path)
-    module = _import(project, "graphs_pkg_a.definitions", monkeypatch)
+    module = import_fresh(project, "graphs_pkg_a.definitions", monkeypatch)
     defs = module.defs
     graph = defs.resolve_asset_graph()
     assert set(graph.get_all_asset_keys()) == KEYS
@@ -104,7 +95,7 @@ def test_the_generated_project_loads_seeds_and_runs(tmp_path, clean_env, monkeyp
     warehouse = defs.resources["warehouse"]
     assert Path(warehouse.root) == project / "warehouse"
 
-    seed = _import(project, "graphs_pkg_a.seed", monkeypatch)
+    seed = import_fresh(project, "graphs_pkg_a.seed", monkeypatch)
     assert seed.main() == 0
     spec = load_pipeline(project / "pipelines" / "example")
     edges = read_csv_relation(project / "pipelines/example/data/edge.csv",
@@ -169,9 +160,7 @@ def test_dg_dev_serves_the_generated_project(tmp_path, clean_env):
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(project), "DAGSTER_HOME": str(home)}
     server = subprocess.Popen([str(BIN / "dg"), "dev", "--host", "127.0.0.1", "--port",

@@ -6,9 +6,7 @@ job loads and then maintains a change incrementally, a team-written expectation 
 bad change (nothing derived from it is written), and the Spark recompute checks pass
 reading the tables from S3. The oracle: the naive evaluator."""
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -22,6 +20,7 @@ from deltalog.pipelines.scaffold import init_project
 from deltalog.pipelines.spec import PIPELINES_ENV, load_pipeline
 from deltalog.pipelines.warehouse import write_edb
 from deltalog.schemas.relation import arrow_to_rows
+from tests.local import import_fresh
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark,
               pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
@@ -30,14 +29,6 @@ ROOT = "s3://deltalog-test/team-project"
 RULE = "far(x, z) :- reaches(x, z), !edge(x, z).\n"
 SUITE = {"expectations": [{"type": "expect_column_values_to_match_regex",
                            "kwargs": {"column": "src", "regex": "^[a-z]+$"}}]}
-
-
-def _import(project: Path, module: str, monkeypatch):
-    monkeypatch.syspath_prepend(str(project))
-    top = module.split(".")[0]
-    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
-        monkeypatch.delitem(sys.modules, name)
-    return importlib.import_module(module)
 
 
 def _project(tmp_path: Path) -> Path:
@@ -84,8 +75,8 @@ def test_a_team_project_on_object_storage_from_init_to_spark_checks(
     spec = load_pipeline(project / "pipelines" / "example")
     assert set(spec.idb_tables) == {"reaches", "far"} and "edge" in spec.expectations
 
-    assert _import(project, "team_s3.seed", monkeypatch).main() == 0
-    defs = _import(project, "team_s3.definitions", monkeypatch).defs
+    assert import_fresh(project, "team_s3.seed", monkeypatch).main() == 0
+    defs = import_fresh(project, "team_s3.definitions", monkeypatch).defs
     assert defs.resources["warehouse"].root == ROOT
     seeded = sorted(_rows(spec, "edge"))
     with dg.instance_for_test() as instance:

@@ -5,7 +5,6 @@ Debian's chromium (``make screenshot`` installs it): ``make test-slow``."""
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 from deltalog.dagster_project.build import build_definitions
 from tests.dagster_project.tiny import make_pipeline
+from tests.local import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -24,12 +24,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 from screenshot_pages import HAS_TEXT, NO_SPINNER, chromium  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.dagster, pytest.mark.spark]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_served_instance_shows_the_recorded_runs_and_a_passed_check(tmp_path):
@@ -45,7 +39,7 @@ def test_the_served_instance_shows_the_recorded_runs_and_a_passed_check(tmp_path
     with dg.DagsterInstance.from_config(str(home)) as instance:
         for job in (f"{spec.name}_update", f"{spec.name}_recompute_checks"):
             assert defs.resolve_job_def(job).execute_in_process(instance=instance).success
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DAGSTER_HOME": str(home), "DELTALOG_PIPELINES": str(tmp_path),
            "DELTALOG_WAREHOUSE": str(root)}
