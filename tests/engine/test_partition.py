@@ -4,69 +4,40 @@ random programs is evaluated partition by partition under the plan the planner c
 rows routed to it), and the union of what the partitions keep equals the whole
 evaluation. Plus the plans of the textbook cases and the reasons given for "single"."""
 
-import itertools
 from collections import defaultdict
-from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltalog.engine.analysis.analyze import analyze, load_program
+from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.naive import evaluate_naive
-from deltalog.engine.partition import Partitioning, plan_partitioning
-from deltalog.engine.syntax.ast import Atom, Decl, Negation, Program, Var
+from deltalog.engine.partition import (
+    Partitioning,
+    Route,
+    key_hash,
+    plan_partitioning,
+    split_stratum,
+)
+from deltalog.pipelines.stratum_program import stratum_program
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import edb_data, programs
 
 P = 4
 
 
-def _h(value: object, n: int) -> int:
-    return hash(("partition", value)) % n
-
-
-def _simulate(prog, stratum, plan: Partitioning, inputs) -> dict[str, set]:
+def _simulate(prog, index: int, plan: Partitioning, inputs) -> dict[str, set]:
+    """Every partition of the split stratum evaluated from the rows its routes send it
+    (no filter on what it derives): the union, asserting no fact is derived twice."""
+    sub = stratum_program(prog, index)
+    split = split_stratum(sub, plan, P)
     out: dict[str, set] = defaultdict(set)
-    if plan.kind == "key":
-        for i in range(P):
-            local = {p: rows if p in plan.broadcast or p not in plan.columns
-                     else {r for r in rows if _h(r[plan.columns[p]], P) == i}
-                     for p, rows in inputs.items()}
-            res = evaluate_naive(prog, local, preds=stratum.preds)
-            for p in stratum.preds:
-                out[p] |= {r for r in res[p] if _h(r[plan.columns[p]], P) == i}
-        return out
-    assert plan.kind == "hypercube"
-    # every body atom reads its own copy of its relation (``#k`` names): the rows routed
-    # for that atom, as a real hypercube would ship them
-    rule = stratum.rules[0]
-    atoms: list[Atom] = []
-    body = []
-    for k, item in enumerate(rule.body):
-        if isinstance(item, Atom | Negation):
-            atom = item.atom if isinstance(item, Negation) else item
-            copy = replace(atom, pred=f"{atom.pred}__{k}")
-            atoms.append(copy)
-            body.append(Negation(copy) if isinstance(item, Negation) else copy)
-        else:
-            body.append(item)
-    decls = tuple(Decl(a.pred, prog.schemas[a.pred.rsplit("__", 1)[0]].columns,
-                       prog.schemas[a.pred.rsplit("__", 1)[0]].functional) for a in atoms)
-    copied = analyze(Program(decls, (replace(rule, body=tuple(body)),), ()))
-    dims = list(plan.shares)
-    for cell in itertools.product(*(range(plan.shares[v]) for v in dims)):
-        at = dict(zip(dims, cell, strict=True))
-        local: dict[str, set] = {}
-        for a in atoms:
-            local[a.pred] = {row for row in inputs[a.pred.rsplit("__", 1)[0]]
-                             if all(_h(row[j], plan.shares[arg.name]) == at[arg.name]
-                                    for j, arg in enumerate(a.args)
-                                    if isinstance(arg, Var) and arg.name in at)}
-        res = evaluate_naive(copied, local, preds=stratum.preds)
-        for p in stratum.preds:
+    for k in range(split.parts):
+        local = {name: {row for row in inputs[r.source] if k in r.targets(row, split.parts)}
+                 for name, r in split.routes.items()}
+        res = evaluate_naive(split.program, local, preds=prog.strata[index].preds)
+        for p in prog.strata[index].preds:
+            assert not out[p] & set(res[p]), (plan.describe(), p, "derived in two partitions")
             out[p] |= set(res[p])
-    for p in stratum.preds:  # the program's own facts of the head, added by the driver
-        out[p] |= set(prog.facts.get(p, ()))
     return out
 
 
@@ -76,15 +47,15 @@ def _check_every_stratum(text: str, data, huge: bool = False) -> list[str]:
     whole = evaluate_naive(prog, data)
     kinds = []
     sizes = dict.fromkeys(prog.schemas, 10**9) if huge else None
-    for stratum in prog.strata:
-        plan = plan_partitioning(prog, stratum, sizes)
+    for index, stratum in enumerate(prog.strata):
+        plan = plan_partitioning(prog, stratum, sizes, parts=P)
         kinds.append(plan.kind)
         if plan.kind == "single":
             assert plan.reason, stratum
             continue
         inputs = {p: set(whole[p]) if p in whole else set(data.get(p, ()))
                   for p in prog.schemas if p not in stratum.preds}
-        got = _simulate(prog, stratum, plan, inputs)
+        got = _simulate(prog, index, plan, inputs)
         for p in stratum.preds:
             assert got[p] == set(whole[p]), (plan.describe(), p)
     return kinds
@@ -139,7 +110,7 @@ def test_triangles_get_a_hypercube_and_non_linear_recursion_stays_single():
     assert plan.kind == "hypercube" and plan.shares == {"x": 2, "y": 2, "z": 2}
     prog = load_program(DECLS + text)
     whole = evaluate_naive(prog, GRAPH)
-    got = _simulate(prog, prog.strata[0], plan, {k: set(v) for k, v in GRAPH.items()})
+    got = _simulate(prog, 0, plan, {k: set(v) for k, v in GRAPH.items()})
     assert got["tri"] == set(whole["tri"]) and whole["tri"]
     nonlinear = _plan("tc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), tc(y, z).\n", "tc")
     assert nonlinear.kind == "single" and "non-linear recursion" in nonlinear.reason
@@ -155,4 +126,32 @@ def test_an_aggregate_partitions_on_its_group_key_only():
 
 def test_describe_names_the_plan():
     plan = _plan("tc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), e(y, z).\n", "tc")
-    assert plan.describe() == "partitioned by key (tc by column 1; broadcast: e)"
+    assert plan.describe() == ("partitioned by key (tc by column 1; broadcast: e; local "
+                               "copies: e by column 1)")
+
+
+def test_the_base_rule_of_a_closure_reads_a_local_copy_so_no_partition_repeats_another():
+    prog = load_program(DECLS + "tc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), e(y, z).\n")
+    plan = plan_partitioning(prog, prog.strata[0], parts=P)
+    split = split_stratum(stratum_program(prog, 0), plan, P)
+    assert [str(r) for r in split.program.program.rules] == [
+        "tc(x, y) :- e@0(x, y).", "tc(x, z) :- tc(x, y), e(y, z)."]
+    assert split.routes == {"e": Route("e"), "e@0": Route("e", column=0)}
+    edge = (3, 5)
+    assert split.routes["e@0"].targets(edge, P) == [key_hash(3) % P]
+    assert split.routes["e"].targets(edge, P) == list(range(P))
+
+
+def test_key_hash_is_the_same_in_every_process_and_whole_floats_meet_their_ints():
+    import subprocess
+    import sys
+
+    values = [0, -1, 2**62, "ice_cream", "", 1.5, -0.25]
+    here = [key_hash(v) for v in values]
+    code = ("from deltalog.engine.partition import key_hash; "
+            f"print([key_hash(v) for v in {values!r}])")
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={"PYTHONHASHSEED": "random"}).stdout
+    assert there.strip() == str(here)
+    assert key_hash(3.0) == key_hash(3) and key_hash("3") != key_hash(3)
+    assert len({key_hash(v) % 8 for v in range(100)}) == 8
