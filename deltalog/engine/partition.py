@@ -179,13 +179,13 @@ def plan_partitioning(
                     "head and of every partitioned atom", columns, broadcast, local=local))
     if best is not None:
         return best[1]
-    why = _no_key_reason(prog, stratum)
+    why = _no_key_reason(prog, stratum, sizes is not None)
     if not stratum.recursive and len(stratum.rules) == 1:
         return _hypercube(stratum, why, parts)
     return Partitioning("single", why)
 
 
-def _no_key_reason(prog: AnalyzedProgram, stratum: Stratum) -> str:
+def _no_key_reason(prog: AnalyzedProgram, stratum: Stratum, sized: bool) -> str:
     own = set(stratum.preds)
     for rule in stratum.rules:
         mine = [a for a, _ in _body_atoms(rule.body) if a.pred in own]
@@ -195,8 +195,9 @@ def _no_key_reason(prog: AnalyzedProgram, stratum: Stratum) -> str:
         if rule.aggregate is not None and not rule.head.args[:-1]:
             return f"rule at {rule.loc}: an aggregate over the whole relation (no group key)"
     return ("no column choice keeps one variable in the partition column of every rule's "
-            "head and partitioned atoms (and the inputs that would need a copy everywhere "
-            "are too large to broadcast)")
+            "head and partitioned atoms" + (
+                " (and the inputs that would need a copy everywhere are too large to "
+                "broadcast)" if sized else ", even with every input broadcast"))
 
 
 def _hypercube(stratum: Stratum, why: str, partitions: int = 8) -> Partitioning:

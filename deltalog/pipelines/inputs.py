@@ -145,10 +145,7 @@ class InputReader:
             edb = pred in self.spec.edb_tables
             schema = self.spec.program.schemas[pred]
             if edb:
-                actual = delta_io.arrow_schema_of(uri, version)
-                quality.check_schema(
-                    schema, pred, uri, version, actual, partial(delta_io.head, uri, version)
-                )
+                self.check_schema(pred, version)
             names = [c.name for c in schema.columns]
             known = copies.get(pred) if copies is not None else None
             if known is None or present is None or copies is None:
@@ -161,6 +158,14 @@ class InputReader:
             if delta:
                 out[pred] = delta
         return out
+
+    def check_schema(self, pred: str, version: int) -> None:
+        """EDB table ``pred`` at ``version`` has the declared columns (from its log)."""
+        uri = self.uri(pred)
+        schema = self.spec.program.schemas[pred]
+        actual = delta_io.arrow_schema_of(uri, version)
+        quality.check_schema(schema, pred, uri, version, actual,
+                             partial(delta_io.head, uri, version))
 
     def check_functional(
         self, engine: IncrementalEngine, deltas: Mapping[str, Delta], inputs: Mapping[str, int]

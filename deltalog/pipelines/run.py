@@ -11,22 +11,34 @@ A stratum runs in one of three ways, all under the stratum's lock and all commit
 - **Spark rebuild** (``rebuild(spark)``): recompute on Spark, make each table equal the
   result, drop the saved state (the next run reloads the engine from the tables).
 
+With ``partitions`` above 1 (and a Spark session), a stratum the planner can split
+(``deltalog.engine.partition``) runs as that many Spark tasks, each maintaining its own
+partition state (``deltalog.pipelines.partitions``); the driver reads the change, commits
+once per table and keeps its own small state (the run it started, so that a run killed
+between its tasks and its commits is finished by the next one with the same change). A
+stratum that cannot be split runs in one process, and its notes say why.
+
 Crash safety: the transaction versions in the IDB tables say how far a crashed run got. A
 table one run ahead of the state is finished from the state (never applied twice); any other
 disagreement is rebuilt from the tables and said so in the result's notes.
 """
 
+import hashlib
+import os
+import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deltalog.engine.errors import FUNCTIONAL_CONFLICT, DataError, NotSupportedError
+from deltalog.engine.partition import SplitStratum, plan_partitioning, split_stratum
 from deltalog.engine.runtime import IncrementalEngine, diff
 from deltalog.engine.segments import CorruptSegment
 from deltalog.engine.storage import Delta
 from deltalog.engine.values import Row
-from deltalog.pipelines import delta_io
+from deltalog.pipelines import delta_io, quality
 from deltalog.pipelines.commits import (
     EDB_VERSIONS,
     INPUT_VERSIONS,
@@ -38,9 +50,10 @@ from deltalog.pipelines.commits import (
     versions_json,
     versions_of,
 )
-from deltalog.pipelines.faults import fault
+from deltalog.pipelines.faults import FAULT_ENV, fault
 from deltalog.pipelines.inputs import Copies, InputReader
 from deltalog.pipelines.lineage import run_sample
+from deltalog.pipelines.partitions import OUT_OF_STEP, PartitionFailed, PartitionJob
 from deltalog.pipelines.spec import PipelineSpec
 from deltalog.pipelines.state_store import (
     Reader,
@@ -59,6 +72,8 @@ from deltalog.schemas.relation import arrow_to_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from deltalog.pipelines.spark.maintain import SparkRun
 
 LOCK_WAIT_SECONDS = 600.0
 
@@ -117,8 +132,11 @@ class StratumRun:
         *,
         state_root: str | Path | None = None,
         lock_wait: float = LOCK_WAIT_SECONDS,
+        spark: "SparkSession | None" = None,
+        partitions: int = 1,
     ):
         self.root, self.spec, self.index, self.lock_wait = root, spec, index, lock_wait
+        self.spark, self.partitions = spark, partitions
         self.preds = spec.program.strata[index].preds
         self.path = state_path(root, spec.name, index, state_root)
         self.digest = stratum_digest(spec.program, index)
@@ -135,6 +153,8 @@ class StratumRun:
         self.state_save_s = 0.0  # the engine's bytes and the state file written
         self.rebuilt_because = ""  # why an existing state was replaced by a full load
         self.lineage: dict[str, str] = {}  # pred -> a sample of the run's change (markdown)
+        self.partitioning = ""  # with partitions > 1: the plan, or why the stratum is single
+        self.split = self._split() if partitions > 1 else None
 
     # -- the public entry points -------------------------------------------------------
     def materialize(self) -> list[StratumResult]:
@@ -143,6 +163,8 @@ class StratumRun:
         load from the tables."""
         with stratum_lock(self.path, self.lock_wait):
             self.start = time.perf_counter()
+            if self.split is not None:
+                return self._partitioned(self.split)
             return self._materialize()
 
     def rebuild(self, spark: "SparkSession | None" = None) -> list[StratumResult]:
@@ -168,7 +190,10 @@ class StratumRun:
             self.history = state.history if state is not None else []
             if drop_state(self.path):
                 self._rebuilt("rebuild requested: saved state dropped")
-            return self._full_load(inputs, edbs, state.seq if state is not None else 0)
+            floor = state.seq if state is not None else 0
+            if self.split is not None:
+                return self._split_full(self.split, inputs, edbs, floor)
+            return self._full_load(inputs, edbs, floor)
 
     def _rebuilt(self, why: str) -> None:
         """Say in the notes, and in the results' mode, that a saved state was replaced."""
@@ -206,6 +231,10 @@ class StratumRun:
                         "the tables (the state was removed or is kept elsewhere): rebuilt "
                         "from the tables"
                     )
+            return self._full_load(inputs, edbs, floor)
+        if state.extra.get("partitions"):
+            self._rebuilt(f"the state was saved by a run with {state.extra['partitions']} "
+                          "partitions, this run has one: reloaded from the tables")
             return self._full_load(inputs, edbs, floor)
         if state.digest != self.digest:
             self._rebuilt("the stratum's rules changed since the state was saved: rebuilt")
@@ -291,6 +320,220 @@ class StratumRun:
         self.lineage = run_sample(engine, out)
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("incremental", seq, inputs, edbs, written, stats, sizes)
+
+    # -- partitioned strata (Spark tasks) -------------------------------------------------
+    def _split(self) -> SplitStratum | None:
+        """The stratum split into ``partitions``, or None (said in the notes) when the
+        planner finds no partitioning for it."""
+        sub = stratum_program(self.spec.program, self.index)
+        [stratum] = [s for s in sub.strata if s.rules]
+        plan = plan_partitioning(sub, stratum, parts=self.partitions)
+        self.partitioning = plan.describe()
+        if plan.kind == "single":
+            self.notes.append(f"ran in one process, not in {self.partitions} partitions: "
+                              f"{plan.reason}")
+            return None
+        if self.spark is None:
+            raise NotSupportedError(
+                f"{self.partitions} partitions need a Spark session (the stratum is "
+                f"{self.partitioning}); give one, or run with partitions = 1",
+                self.spec.name)
+        return split_stratum(sub, plan, self.partitions)
+
+    def _split_digest(self, split: SplitStratum) -> str:
+        text = f"{self.digest}\n{split.parts}\n{split.plan.describe()}"
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def _parts_folder(self, split: SplitStratum) -> Path:
+        return self.path.with_name(f"{self.path.name}.parts") / str(split.parts)
+
+    def _partitioned(self, split: SplitStratum) -> list[StratumResult]:
+        inputs, edbs = self.reader.snapshot()
+        opened = time.perf_counter()
+        state = load_state(self.path)
+        self.state_open_s = time.perf_counter() - opened
+        self.history = state.history if state is not None else []
+        floor = state.seq if state is not None else 0
+        digest = self._split_digest(split)
+        if state is None:
+            if state_exists(self.path):
+                self._rebuilt("saved state unreadable: reloaded from the tables")
+            return self._split_full(split, inputs, edbs, floor)
+        if state.digest != digest:
+            was = state.extra.get("partitions") or 1
+            self._rebuilt(f"the state was saved by a run with {was} partition(s) or other "
+                          f"rules; this run is {self.partitioning} in {split.parts} "
+                          "partitions: reloaded from the tables")
+            return self._split_full(split, inputs, edbs, floor)
+        if state.extra.get("reload"):
+            self._rebuilt(f"the last run stopped on bad input ({state.extra['reload']}): "
+                          "reloaded from the tables")
+            return self._split_full(split, inputs, edbs, floor + 1)
+        moved = self._other_tables(state)
+        if moved:
+            self._rebuilt(f"{moved} is not the table the saved state was made from: rebuilt")
+            return self._split_full(split, inputs, edbs, floor + 1)
+        try:
+            pending = state.extra.get("pending")
+            if pending:  # a run that started its tasks and did not finish: the same change
+                seq, p_inputs, p_edbs = int(pending[0]), pending[1], pending[2]
+                self._split_step(split, state, p_inputs, p_edbs, seq)
+                self.notes.append(f"finished interrupted run {seq} (input versions "
+                                  f"{versions_json(p_inputs)}) from the partitions' states")
+                state = load_state(self.path)
+                if state is None:
+                    raise _Unreconcilable("the state just saved cannot be read")
+            txns = self.writer.txns()
+            for pred in self.preds:
+                txn, version = txns[pred]
+                expected = (state.written.get(pred), state.table_versions.get(pred, -1))
+                if (txn, version) != expected and not (
+                    txn == expected[0] and version > expected[1] >= 0
+                    and delta_io.only_maintenance(self.writer.uri(pred), expected[1], version)
+                ):
+                    raise _Unreconcilable(
+                        f"table '{pred}' is at version {version} with run {txn}, the saved "
+                        f"state (run {state.seq}) expects version {expected[1]} with run "
+                        f"{expected[0]}")
+            if dict(inputs) == state.input_versions:
+                unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
+                return self._results("unchanged", state.seq, inputs, edbs, unchanged,
+                                     self._split_stats(split), state.extra.get("sizes", {}))
+            return self._split_step(split, state, inputs, edbs, state.seq + 1)
+        except _Unreconcilable as why:
+            self._rebuilt(f"state and tables disagree ({why}): rebuilt from the tables")
+            return self._split_full(split, inputs, edbs, floor + 1)
+        except PartitionFailed as failed:
+            if OUT_OF_STEP not in failed.message:
+                raise
+            self._rebuilt(f"a partition's state is out of step ({failed.message}): "
+                          "reloaded from the tables")
+            return self._split_full(split, inputs, edbs, floor + 1)
+
+    def _split_stats(self, split: SplitStratum, run: "SparkRun | None" = None) -> dict[str, Any]:
+        stats: dict[str, Any] = {"partitioning": self.partitioning, "partitions": split.parts}
+        if run is not None:
+            stats.update(
+                {k: v for k, v in run.stats.items() if k != "seconds"},
+                shuffled_rows=run.shuffled_rows, shuffled_bytes=run.shuffled_bytes,
+                partition_retries=run.retried,
+                partition_seconds=round(float(run.stats.get("seconds", 0.0)), 3),
+            )
+        return stats
+
+    def _job(self, split: SplitStratum, seq: int, inputs: Mapping[str, int], full: bool,
+             before: StratumState | None = None) -> PartitionJob:
+        return PartitionJob(
+            str(self._parts_folder(split)), self._split_digest(split), split.program,
+            self.preds, seq, dict(inputs), full,
+            before_seq=before.seq if before is not None else 0,
+            before=dict(before.input_versions) if before is not None else None,
+            lock_wait=self.lock_wait, fault=os.environ.get(FAULT_ENV, ""),
+        )
+
+    def _on_spark(self, split: SplitStratum, job: PartitionJob, records: Any,
+                  inputs: Mapping[str, int]) -> "SparkRun":
+        from deltalog.pipelines.spark.maintain import run_on_spark
+
+        assert self.spark is not None
+        try:
+            return run_on_spark(self.spark, split, job, records)
+        except DataError as err:
+            route = split.routes.get(str(err.where))
+            if err.code != FUNCTIONAL_CONFLICT or route is None:
+                raise
+            pred = route.source
+            schema = self.spec.program.schemas[pred]
+            raise quality.functional_error(schema, pred, self.writer.uri(pred), inputs[pred],
+                                           err) from None
+
+    def _split_full(self, split: SplitStratum, inputs: Mapping[str, int],
+                    edbs: Mapping[str, int], floor: int) -> list[StratumResult]:
+        """Load every partition from the input tables, read by the executors; make each
+        IDB table equal the union of the partitions' results in one commit."""
+        from deltalog.pipelines.spark.maintain import table_records
+
+        assert self.spark is not None
+        txns = self.writer.txns()
+        seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
+        folder = self._parts_folder(split)
+        for other in folder.parent.glob("*") if folder.parent.is_dir() else ():
+            if other != folder:  # the partitions of another number of partitions
+                shutil.rmtree(other, ignore_errors=True)
+        frames = {}
+        for pred, version in inputs.items():
+            uri = self.reader.uri(pred)
+            schema = self.spec.program.schemas[pred]
+            if pred in self.spec.edb_tables:
+                self.reader.check_schema(pred, version)
+            frames[pred] = delta_io.spark_dataframe(self.spark, uri, version).select(
+                *[c.name for c in schema.columns])
+        fault("after_read", self.index)
+        job = self._job(split, seq, inputs, full=True)
+        run = self._on_spark(split, job, table_records(frames), inputs)
+        out: dict[str, Delta] = {}
+        for pred in self.preds:
+            uri = self.writer.uri(pred)
+            current: set[Row] = set()
+            if delta_io.exists(uri):
+                current = arrow_to_rows(delta_io.read_arrow(uri))
+            out[pred] = diff(current, run.out.get(pred, {}).keys())
+        written = self.writer.write(
+            self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
+        )
+        self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes)
+        return self._results("full", seq, inputs, edbs, written, self._split_stats(split, run),
+                             run.sizes)
+
+    def _split_step(self, split: SplitStratum, state: StratumState, inputs: Mapping[str, int],
+                    edbs: Mapping[str, int], seq: int) -> list[StratumResult]:
+        """Run ``seq``: the inputs' change from the state's versions to ``inputs``, routed
+        to the partitions; one commit per table (tables that already hold run ``seq`` are
+        skipped: an interrupted run finished)."""
+        txns = self.writer.txns()
+        try:
+            deltas = self.reader.changes(state.input_versions, inputs)
+        except delta_io.HistoryLost as lost:
+            raise _Unreconcilable(f"{lost.where}: {lost.message}") from None
+        fault("after_read", self.index)
+        state.extra["pending"] = [seq, dict(inputs), dict(edbs)]
+        save_state(self.path, state)  # the run this state is in the middle of
+        from deltalog.pipelines.spark.maintain import change_records
+
+        try:
+            run = self._on_spark(split, self._job(split, seq, inputs, False, state),
+                                 change_records(deltas), inputs)
+        except DataError as err:
+            # some partitions may have applied the change: the next run reloads
+            state.extra.pop("pending")
+            state.extra["reload"] = f"run {seq}: {err.code}"
+            save_state(self.path, state)
+            raise
+        skip = frozenset(p for p in self.preds if txns[p][0] == seq)
+        written = self.writer.write(self.writer.arrow_changes(run.out), seq, inputs, edbs,
+                                    txns, skip=skip)
+        self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes)
+        stats = {**self._split_stats(split, run),
+                 "edb_changes": sum(len(d) for d in deltas.values())}
+        return self._results("incremental", seq, inputs, edbs, written, stats, run.sizes)
+
+    def _save_driver(self, split: SplitStratum, seq: int, inputs: Mapping[str, int],
+                     edbs: Mapping[str, int], txns: Txns, sizes: Mapping[str, int]) -> None:
+        """The driver's state: the run and versions every partition is at, no engine."""
+        state = StratumState(
+            digest=self._split_digest(split), seq=seq, input_versions=dict(inputs),
+            edb_versions=dict(edbs), written={p: txns[p][0] for p in self.preds},
+            table_versions={p: txns[p][1] for p in self.preds},
+            table_ids=self._table_ids([*inputs, *self.preds]),
+            history=[*self.history, [seq, dict(edbs), dict(inputs),
+                                     {p: txns[p][1] for p in self.preds}]],
+            extra={"partitions": split.parts, "plan": self.partitioning,
+                   "sizes": dict(sizes)},
+        )
+        self.history = state.history
+        saved = save_state(self.path, state)
+        self.state_bytes = saved["bytes_written"]
+        fault("after_state", self.index)
 
     def _spark_rebuild(self, spark: "SparkSession") -> list[StratumResult]:
         from deltalog.pipelines.recompute import spark_recompute
@@ -480,6 +723,7 @@ class StratumRun:
         if mode == "full" and self.rebuilt_because:
             mode = "rebuilt"
         stats = {
+            **({"partitioning": self.partitioning} if self.partitioning else {}),
             **stats,
             "idb_inserted": sum(i for i, _ in written.counts.values()),
             "idb_erased": sum(d for _, d in written.counts.values()),

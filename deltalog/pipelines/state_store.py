@@ -115,6 +115,9 @@ class StratumState:
     root: str = ""
     segments: dict[str, list[Any]] = field(default_factory=dict, repr=False)
     folder: Path | None = field(default=None, repr=False)
+    # what a partitioned stratum keeps beside (``deltalog.pipelines.partitions``): the
+    # driver's partitioning and the run it started; a partition's saved output segment
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def header(self) -> dict[str, Any]:
         return {
@@ -128,6 +131,7 @@ class StratumState:
             "history": self.history[-HISTORY_MAX:],
             "copies": {p: None if rows is None else [[*row, n] for row, n in rows.items()]
                        for p, rows in self.copies.items()},
+            "extra": self.extra,
         }
 
     def open(self) -> "Reader":
@@ -202,6 +206,7 @@ def load_state(path: Path) -> StratumState | None:
             segments={str(k): [int(v[0]), int(v[1]), bool(v[2]), _stamp(v[3:])]
                       for k, v in fields["segments"].items()},
             folder=path,
+            extra=dict(h.get("extra", {})),
         )
     except (ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None

@@ -1,5 +1,5 @@
 """The Spark resource's configuration surface: master URL, memory and any Spark setting
-from Dagster configuration or the environment, local[*] by default; a session it starts
+from Dagster configuration or the environment, local[*,4] by default; a session it starts
 has them (checked in a process of its own, whose JVM is not the test session's)."""
 
 import json
@@ -11,10 +11,13 @@ from deltalog.dagster_project.defs.resources import SparkResource
 
 def test_defaults_are_local_with_every_core(monkeypatch):
     for name in ("DELTALOG_SPARK_MASTER", "DELTALOG_SPARK_DRIVER_MEMORY",
-                 "DELTALOG_SPARK_EXECUTOR_MEMORY"):
+                 "DELTALOG_SPARK_EXECUTOR_MEMORY", "DELTALOG_PARTITIONS"):
         monkeypatch.delenv(name, raising=False)
     conf = SparkResource().conf()
-    assert conf == {"spark.master": "local[*]", "spark.driver.memory": "2g"}
+    assert conf == {"spark.master": "local[*,4]", "spark.driver.memory": "2g"}
+    assert SparkResource().partitions == 1  # the single-process engine
+    monkeypatch.setenv("DELTALOG_PARTITIONS", "8")
+    assert SparkResource().partitions == 8
 
 
 def test_environment_and_configuration(monkeypatch):

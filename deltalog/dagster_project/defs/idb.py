@@ -36,6 +36,8 @@ def _metadata(spec: PipelineSpec, result: StratumResult, uri: str) -> dict[str, 
         "engine_seconds": dg.MetadataValue.float(float(result.stats.get("seconds", 0.0))),
         **{name: _number(result.stats.get(name, 0)) for name in WORK_COUNTERS},
         **({"lineage": dg.MetadataValue.md(result.lineage)} if result.lineage else {}),
+        **({"partitioning": str(result.stats["partitioning"])}
+           if result.stats.get("partitioning") else {}),
     }
 
 
@@ -56,6 +58,9 @@ WORK_COUNTERS = (
     "state_segments",
     "state_open_s",
     "state_save_s",
+    "partitions",
+    "shuffled_rows",
+    "shuffled_bytes",
 )
 
 
@@ -109,7 +114,9 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, spark: SparkResource
     ):
         rebuild = context.run.tags.get(REBUILD_TAG)
-        run = StratumRun(warehouse.root, spec, index, state_root=warehouse.state_root)
+        parts = spark.partitions
+        run = StratumRun(warehouse.root, spec, index, state_root=warehouse.state_root,
+                         spark=spark.session() if parts > 1 else None, partitions=parts)
         try:
             if not rebuild:
                 results = run.materialize()

@@ -25,6 +25,7 @@ STORAGE_OPTIONS_ENV = delta_io.STORAGE_OPTIONS_ENV
 SPARK_MASTER_ENV = "DELTALOG_SPARK_MASTER"
 SPARK_DRIVER_MEMORY_ENV = "DELTALOG_SPARK_DRIVER_MEMORY"
 SPARK_EXECUTOR_MEMORY_ENV = "DELTALOG_SPARK_EXECUTOR_MEMORY"
+PARTITIONS_ENV = "DELTALOG_PARTITIONS"
 
 
 def default_warehouse_root(start: str | Path | None = None) -> str:
@@ -88,10 +89,11 @@ class SparkResource(dg.ConfigurableResource):
         default="deltalog", description="Spark application name (shown in Spark's logs)."
     )
     master: str = Field(
-        default_factory=lambda: os.environ.get(SPARK_MASTER_ENV) or "local[*]",
+        default_factory=lambda: os.environ.get(SPARK_MASTER_ENV) or "local[*,4]",
         description=(
             "Spark master URL: local[*] (every core of this machine), local[N], "
-            f"spark://host:7077, yarn, k8s://... Default: ${SPARK_MASTER_ENV}, else local[*]."
+            f"spark://host:7077, yarn, k8s://... Default: ${SPARK_MASTER_ENV}, else "
+            "local[*,4] (every core; a failed task is tried up to 4 times, as on a cluster)."
         ),
     )
     driver_memory: str = Field(
@@ -103,6 +105,16 @@ class SparkResource(dg.ConfigurableResource):
         description=(
             f"spark.executor.memory on a cluster. Default: ${SPARK_EXECUTOR_MEMORY_ENV}, "
             "else Spark's own."
+        ),
+    )
+    partitions: int = Field(
+        default_factory=lambda: int(os.environ.get(PARTITIONS_ENV) or 1),
+        ge=1,
+        description=(
+            "Partitions per stratum of the incremental maintenance: 1 runs each stratum in "
+            "the Dagster process; N > 1 runs every stratum the planner can split as N Spark "
+            "tasks, each with its own partition state under the state folder (which every "
+            f"executor must reach). Default: ${PARTITIONS_ENV}, else 1."
         ),
     )
     spark_config: dict[str, str] = Field(

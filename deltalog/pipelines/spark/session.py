@@ -21,7 +21,7 @@ from deltalog.engine.values import Value
 from deltalog.schemas.relation import arrow_schema, spark_schema, spark_type
 
 SPARK_CONF: dict[str, str] = {
-    "spark.master": "local[*]",
+    "spark.master": "local[*,4]",  # a failed task is tried again, as on a cluster
     "spark.driver.memory": "2g",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",

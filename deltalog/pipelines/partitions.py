@@ -1,0 +1,174 @@
+"""One partition of a partitioned stratum: the work a Spark task does, with no Spark in it.
+
+A partition keeps its own engine state in the segment store (``part-K`` under the stratum's
+partitions folder), in the same format as a single-process stratum: ``seq`` is the run that
+last brought it to ``input_versions``, and ``extra["out"]`` names the segment holding the
+change that run derived (the whole relation, for a load). A task for run ``seq`` that finds
+its partition already at ``seq`` and those versions returns the saved change without
+applying anything: a retried or speculative attempt never applies a change twice (the
+partition's lock keeps two attempts apart). A partition that is neither at this run nor at
+the one before it is "out of step": the driver reloads the stratum.
+
+Records in and out are ``(relation, weight, row packed with MessagePack)``; a run's counters
+travel as a record named ``STATS``, a failure as one named ``ERROR`` (the driver raises it
+as the error it was, naming the table), so that bad data never surfaces as a task's
+traceback.
+"""
+
+import os
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from deltalog.engine.analysis.program import AnalyzedProgram
+from deltalog.engine.errors import DeltalogError
+from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.storage import Delta
+from deltalog.engine.values import Row
+from deltalog.pipelines.state_store import (
+    StratumState,
+    Writer,
+    load_state,
+    save_state,
+    stratum_lock,
+)
+
+STATS = "\x00stats"
+ERROR = "\x00error"
+OUT_OF_STEP = "out of step"
+
+Record = tuple[str, int, bytes]
+
+
+class PartitionFailed(DeltalogError):
+    """A partition's task reported an error that is not bad input: ``kind`` is the
+    error's class name there, ``partition`` the partition."""
+
+    def __init__(self, message: str, where: str, code: str | None, kind: str, partition: int):
+        super().__init__(message, where, code)
+        self.kind, self.partition = kind, partition
+
+
+def pack_row(row: Iterable[Any]) -> bytes:
+    return msgpack.packb(list(row), use_bin_type=True)
+
+
+def unpack_row(data: bytes) -> Row:
+    return tuple(msgpack.unpackb(data, raw=False))
+
+
+@dataclass(frozen=True)
+class PartitionJob:
+    """What every task of one run needs: where the partitions keep their states
+    (``folder``), the split program and its fingerprint, the run (``seq``) and the input
+    versions it brings the partitions to; for a maintenance run (``full`` False) the run and
+    versions the partitions must be at before it. ``fault``: the crash-test point (the
+    driver's ``DELTALOG_FAULT``), honoured on a task's first attempt only."""
+
+    folder: str
+    digest: str
+    program: AnalyzedProgram
+    preds: tuple[str, ...]
+    seq: int
+    inputs: Mapping[str, int]
+    full: bool
+    before_seq: int = 0
+    before: Mapping[str, int] | None = None
+    lock_wait: float = 600.0
+    fault: str = ""
+
+
+def part_path(folder: str | Path, k: int) -> Path:
+    return Path(folder) / f"part-{k:05d}"
+
+
+def run_partition(job: PartitionJob, k: int, records: Iterable[Record],
+                  attempt: int = 0) -> Iterator[Record]:
+    """Maintain (or load) partition ``k`` with ``records`` (its routed rows: the change, or
+    every row for a load); yield its derived change, then its counters."""
+    started = time.perf_counter()
+    path = part_path(job.folder, k)
+    try:
+        with stratum_lock(path, job.lock_wait):
+            out, stats = _run(job, k, path, records, attempt)
+    except DeltalogError as err:
+        yield (ERROR, k, msgpack.packb([type(err).__name__, err.code, err.message,
+                                        str(err.where or "")]))
+        return
+    except Exception as err:
+        yield (ERROR, k, msgpack.packb([type(err).__name__, "", str(err), ""]))
+        return
+    for pred, delta in out.items():
+        for row, weight in delta.items():
+            yield (pred, weight, pack_row(row))
+    stats["seconds"] = time.perf_counter() - started
+    yield (STATS, k, msgpack.packb(stats))
+
+
+def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
+         attempt: int) -> tuple[dict[str, Delta], dict[str, Any]]:
+    state = load_state(path)
+    if (state is not None and state.digest == job.digest and state.seq == job.seq
+            and state.input_versions == dict(job.inputs)):
+        return _saved_output(state), {"retried": 1, "sizes": state.extra.get("sizes", {})}
+    rows: dict[str, dict[Row, int]] = defaultdict(dict)
+    received = 0
+    for name, weight, data in records:
+        row = unpack_row(data)
+        rows[name][row] = rows[name].get(row, 0) + weight
+        received += 1
+    opened = None
+    if job.full:
+        engine = IncrementalEngine(job.program, {n: set(r) for n, r in rows.items()})
+        out: dict[str, Delta] = {p: dict.fromkeys(engine.relation(p), 1) for p in job.preds}
+    else:
+        if (state is None or state.digest != job.digest or state.seq != job.before_seq
+                or state.input_versions != dict(job.before or {})):
+            raise RuntimeError(
+                f"{OUT_OF_STEP}: partition {k} at {path} is at run "
+                f"{state.seq if state else 'none'}, this run ({job.seq}) needs run "
+                f"{job.before_seq}")
+        opened = state.open()
+        engine = IncrementalEngine.loads(opened.read(state.root), opened)
+        deltas = {n: {r: w for r, w in d.items() if w} for n, d in rows.items()}
+        deltas = {n: d for n, d in deltas.items() if d}
+        engine.check_edb(deltas)
+        out = engine.apply(deltas) if deltas else {}
+    sizes = {p: engine.size(p) for p in job.preds}
+    new = StratumState(digest=job.digest, seq=job.seq, input_versions=dict(job.inputs),
+                       edb_versions={}, written={}, table_versions={},
+                       extra={"out": None, "sizes": sizes})
+    if not out and opened is not None and state is not None:
+        # nothing changed here: the engine's segments stay, only the run is recorded
+        new.root, new.segments = state.root, dict(state.segments)
+        saved = save_state(path, new)
+    else:
+        def dump(writer: Writer) -> bytes:
+            new.extra["out"] = writer.write([_pack_output(out)])
+            return engine.dumps(writer)
+
+        saved = save_state(path, new, dump, opened)
+    if attempt == 0 and job.fault in ("partition_after_save", f"partition_after_save@{k}"):
+        os.kill(os.getpid(), signal.SIGKILL)  # the crash test: Spark retries the task
+    return out, {"received": received, "state_bytes_written": saved["bytes_written"],
+                 "sizes": sizes, **{k2: v for k2, v in engine.last_stats.as_dict().items()
+                                    if isinstance(v, int | float)}}
+
+
+def _pack_output(out: Mapping[str, Delta]) -> bytes:
+    return msgpack.packb({p: [[*row, w] for row, w in d.items()] for p, d in out.items()},
+                         use_bin_type=True)
+
+
+def _saved_output(state: StratumState) -> dict[str, Delta]:
+    name = state.extra.get("out")
+    if not name:
+        return {}
+    data = msgpack.unpackb(bytes(state.open().read(name)), raw=False)
+    return {p: {tuple(r[:-1]): int(r[-1]) for r in rows} for p, rows in data.items()}

@@ -1,0 +1,135 @@
+"""Partitioned maintenance as Spark tasks: route the rows, shuffle them to their partitions,
+run ``deltalog.pipelines.partitions.run_partition`` in each, bring the derived change back.
+
+The rows come either from the driver (a run's change, which is small) or from Spark's own
+reads of the input tables' file lists (a load: no table passes through the driver). Each
+row is routed by the split stratum's routes (``deltalog.engine.partition``): to one
+partition by the hash of its key, to every partition (broadcast), or to the cells of a
+hypercube; a shuffle with the partition number as its key (``partitionBy`` with the
+identity, so partition k's task gets exactly the rows of partition k) takes them there.
+Only the derived change (and each task's counters) reaches the driver.
+"""
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from deltalog.engine.errors import DataError
+from deltalog.engine.partition import SplitStratum
+from deltalog.engine.storage import Delta
+from deltalog.pipelines.partitions import (
+    ERROR,
+    STATS,
+    PartitionFailed,
+    PartitionJob,
+    Record,
+    pack_row,
+    run_partition,
+    unpack_row,
+)
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class SparkRun:
+    """What the tasks sent back: the change per relation, counters summed over the
+    partitions, and what the shuffle carried (rows and bytes of routed rows)."""
+
+    out: dict[str, Delta] = field(default_factory=dict)
+    stats: dict[str, float] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    shuffled_rows: int = 0
+    shuffled_bytes: int = 0
+    retried: int = 0
+
+
+def _route(split: SplitStratum, rows_acc: Any, bytes_acc: Any):  # type: ignore[no-untyped-def]
+    routes = {src: split.route(src) for src in {r.source for r in split.routes.values()}}
+    parts = split.parts
+
+    def route(record: Record) -> Iterator[tuple[int, Record]]:
+        source, weight, data = record
+        row = unpack_row(data)
+        for name, r in routes.get(source, ()):
+            for k in r.targets(row, parts):
+                rows_acc.add(1)
+                bytes_acc.add(len(data) + len(name) + 8)
+                yield k, (name, weight, data)
+
+    return route
+
+
+def _tasks(job: PartitionJob):  # type: ignore[no-untyped-def]
+    def task(k: int, items: Iterable[tuple[int, Record]]) -> Iterator[Record]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        return run_partition(job, k, (rec for _, rec in items), attempt)
+
+    return task
+
+
+def change_records(change: Mapping[str, Delta]) -> list[Record]:
+    """A run's input change as records (relation, weight, packed row)."""
+    return [(pred, w, pack_row(row)) for pred, delta in sorted(change.items())
+            for row, w in delta.items()]
+
+
+def table_records(frames: Mapping[str, "DataFrame"]) -> "RDD[Record]":
+    """Every row of each table's DataFrame as a record with weight 1, read by the executors."""
+    def records_of(pred: str) -> Any:
+        def record(row: Any) -> Record:
+            return (pred, 1, pack_row(row))
+
+        return record
+
+    rdds = [frame.rdd.map(records_of(pred)) for pred, frame in sorted(frames.items())]
+    first, *rest = rdds
+    return first.context.union([first, *rest]) if rest else first
+
+
+def run_on_spark(
+    spark: "SparkSession", split: SplitStratum, job: PartitionJob,
+    records: "list[Record] | RDD[Record]",
+) -> SparkRun:
+    """Route ``records`` to the partitions of ``split`` and run ``job`` in each (every
+    partition runs, with or without rows); raises the first partition's error."""
+    sc = spark.sparkContext
+    rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
+    if isinstance(records, list):
+        rdd = sc.parallelize(records, max(1, min(split.parts, len(records) // 10_000 + 1)))
+    else:
+        rdd = records
+    routed = rdd.flatMap(_route(split, rows_acc, bytes_acc))
+    shuffled = routed.partitionBy(split.parts, lambda k: k)
+    collected = shuffled.mapPartitionsWithIndex(_tasks(job)).collect()
+    run = SparkRun(shuffled_rows=int(rows_acc.value), shuffled_bytes=int(bytes_acc.value))
+    errors = []
+    for name, weight, data in collected:
+        if name == STATS:
+            stats = msgpack.unpackb(data, raw=False)
+            for pred, n in stats.pop("sizes", {}).items():
+                run.sizes[pred] = run.sizes.get(pred, 0) + int(n)
+            run.retried += int(stats.pop("retried", 0))
+            for key, value in stats.items():
+                run.stats[key] = run.stats.get(key, 0) + value
+        elif name == ERROR:
+            errors.append((weight, msgpack.unpackb(data, raw=False)))
+        else:
+            delta = run.out.setdefault(name, {})
+            row = unpack_row(data)
+            delta[row] = delta.get(row, 0) + weight
+    if errors:
+        k, (kind, code, message, where) = min(errors)
+        if kind == "DataError":
+            raise DataError(message, where or None, code or None)
+        raise PartitionFailed(f"partition {k}: {kind}: {message}", where or job.folder,
+                              code or None, kind, k)
+    run.out = {p: {r: w for r, w in d.items() if w} for p, d in run.out.items()}
+    return run
