@@ -124,6 +124,7 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
         rows[name][row] = rows[name].get(row, 0) + weight
         received += 1
     opened = None
+    deltas: dict[str, Delta] = {}
     if job.full:
         engine = IncrementalEngine(job.program, {n: set(r) for n, r in rows.items()})
         out: dict[str, Delta] = {p: dict.fromkeys(engine.relation(p), 1) for p in job.preds}
@@ -144,8 +145,8 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
     new = StratumState(digest=job.digest, seq=job.seq, input_versions=dict(job.inputs),
                        edb_versions={}, written={}, table_versions={},
                        extra={"out": None, "sizes": sizes})
-    if not out and opened is not None and state is not None:
-        # nothing changed here: the engine's segments stay, only the run is recorded
+    if not deltas and opened is not None and state is not None:
+        # no change reached this partition: its segments stay, only the run is recorded
         new.root, new.segments = state.root, dict(state.segments)
         saved = save_state(path, new)
     else:
