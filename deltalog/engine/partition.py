@@ -46,7 +46,9 @@ from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
 from deltalog.engine.syntax.ast import Atom, Decl, Negation, Program, Rule, Var
 from deltalog.engine.values import Row, Value
 
-BROADCAST_LIMIT = 1_000_000  # rows: an input at most this large may be copied everywhere
+# rows: an input at most this large may be copied to every partition (about Spark's own
+# broadcast-join threshold of 10 MB for rows of a few numbers)
+BROADCAST_LIMIT = 200_000
 _MAX_PLANS = 20_000  # key plans tried per stratum before giving up the search
 
 

@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deltalog.engine.errors import FUNCTIONAL_CONFLICT, DataError, NotSupportedError
-from deltalog.engine.partition import SplitStratum, plan_partitioning, split_stratum
+from deltalog.engine.partition import (
+    BROADCAST_LIMIT,
+    SplitStratum,
+    plan_partitioning,
+    split_stratum,
+)
 from deltalog.engine.runtime import IncrementalEngine, diff
 from deltalog.engine.segments import CorruptSegment
 from deltalog.engine.storage import Delta
@@ -134,9 +139,10 @@ class StratumRun:
         lock_wait: float = LOCK_WAIT_SECONDS,
         spark: "SparkSession | None" = None,
         partitions: int = 1,
+        broadcast_rows: int = BROADCAST_LIMIT,
     ):
         self.root, self.spec, self.index, self.lock_wait = root, spec, index, lock_wait
-        self.spark, self.partitions = spark, partitions
+        self.spark, self.partitions, self.broadcast_rows = spark, partitions, broadcast_rows
         self.preds = spec.program.strata[index].preds
         self.path = state_path(root, spec.name, index, state_root)
         self.digest = stratum_digest(spec.program, index)
@@ -327,7 +333,11 @@ class StratumRun:
         planner finds no partitioning for it."""
         sub = stratum_program(self.spec.program, self.index)
         [stratum] = [s for s in sub.strata if s.rules]
-        plan = plan_partitioning(sub, stratum, parts=self.partitions)
+        sizes = {}
+        for pred in self.spec.upstream(self.spec.program.strata[self.index]):
+            uri = self.reader.uri(pred)
+            sizes[pred] = delta_io.row_count(uri) if delta_io.exists(uri) else 0
+        plan = plan_partitioning(sub, stratum, sizes, self.broadcast_rows, self.partitions)
         self.partitioning = plan.describe()
         if plan.kind == "single":
             self.notes.append(f"ran in one process, not in {self.partitions} partitions: "

@@ -116,7 +116,8 @@ def _stratum_asset(spec: PipelineSpec, index: int) -> dg.AssetsDefinition:
         rebuild = context.run.tags.get(REBUILD_TAG)
         parts = spark.partitions
         run = StratumRun(warehouse.root, spec, index, state_root=warehouse.state_root,
-                         spark=spark.session() if parts > 1 else None, partitions=parts)
+                         spark=spark.session() if parts > 1 else None, partitions=parts,
+                         broadcast_rows=spark.broadcast_rows)
         try:
             if not rebuild:
                 results = run.materialize()

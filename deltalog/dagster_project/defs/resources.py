@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field
 
+from deltalog.engine.partition import BROADCAST_LIMIT
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.spec import configured_warehouse
 
@@ -115,6 +116,15 @@ class SparkResource(dg.ConfigurableResource):
             "the Dagster process; N > 1 runs every stratum the planner can split as N Spark "
             "tasks, each with its own partition state under the state folder (which every "
             f"executor must reach). Default: ${PARTITIONS_ENV}, else 1."
+        ),
+    )
+    broadcast_rows: int = Field(
+        default=BROADCAST_LIMIT,
+        ge=0,
+        description=(
+            "With partitions > 1: an input table of at most this many rows may be copied to "
+            "every partition (with its changes) when that makes a stratum partitionable; a "
+            "larger one is partitioned, or the stratum takes a hypercube or one process."
         ),
     )
     spark_config: dict[str, str] = Field(
