@@ -13,7 +13,10 @@ ratio to DuckDB recomputing the query on the same data in this process (the peer
 run costs that keeps no state), rows and bytes the change's shuffle carried (routed rows,
 broadcast copies included), and the saved state (all partitions, and per partition).
 
+The triangles run twice more with nothing broadcast (2 and 8 partitions): the hypercube.
+
     .venv/bin/python -m bench.partitioned [--quick] [--full] [--broadcast-rows N]
+        [--only debian,wordnet,triangles]
 """
 
 import argparse
@@ -35,6 +38,7 @@ from bench.common import format_table, write_pipeline
 RUNS = 3
 CHANGE = 10
 MODES = (1, 2, 8)  # partitions; 1 is the single-process engine
+HYPERCUBE = (2, 8)  # the triangles again, nothing broadcast: a hypercube
 Edge = tuple[int, int]
 
 CLOSURE = """\
@@ -44,7 +48,8 @@ path(x, z) :- path(x, y), edge(y, z)."""
 
 
 def workloads(quick: bool, full: bool) -> list[tuple[str, str, str, list[Edge]]]:
-    """(name, program, DuckDB SQL, edges)."""
+    """(name, program, DuckDB SQL, edges): the Debian closure, the WordNet closure, the
+    triangles."""
     from bench.eval_vs_duckdb import TC_SQL, TRIANGLE_PROGRAM, TRIANGLE_SQL, random_edges
     from bench.recursion_vs_peers import debian_graph, wordnet_graph
 
@@ -142,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="inputs of at most N rows may be broadcast (default 10^6, so "
                         "the closures' edges are, and 10^6 triangle edges take a hypercube "
                         "only below that)")
+    parser.add_argument("--only", metavar="NAMES", default="debian,wordnet,triangles",
+                        help="the workloads to run (default all three)")
     args = parser.parse_args(argv)
     from deltalog.pipelines.spark.session import make_spark_session
 
@@ -149,11 +156,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# partitioned: maintenance on local Spark ({spark.sparkContext.master}) with "
           f"1 (one process), 2 and 8 partitions; median of {RUNS} changes of {CHANGE} rows")
     rows = []
+    only = {w.strip() for w in args.only.split(",")}
     for name, program, sql, edges in workloads(args.quick, args.full):
-        for parts in MODES:
+        if name.split()[0] not in only:
+            continue
+        modes = [(parts, args.broadcast_rows) for parts in MODES]
+        if name.startswith("triangles"):
+            modes += [(parts, 0) for parts in HYPERCUBE]
+        for parts, broadcast in modes:
             with tempfile.TemporaryDirectory() as tmp:
-                r = measure(spark, name, program, sql, edges, parts, args.broadcast_rows,
-                            Path(tmp))
+                r = measure(spark, name, program, sql, edges, parts, broadcast, Path(tmp))
             print(json.dumps(r), file=sys.stderr, flush=True)
             rows.append(r)
     print(format_table(

@@ -27,6 +27,7 @@ from deltalog.pipelines.spec import PipelineSpec, load_pipeline
 from deltalog.pipelines.state_store import load_state, state_path
 from deltalog.pipelines.warehouse import write_edb
 from deltalog.schemas.relation import arrow_to_rows, rows_to_arrow
+from tests.dagster_project.tiny import NODES, START
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import EDB_ARITY, edb_data, programs
 
@@ -218,3 +219,60 @@ def test_partitions_without_spark_are_refused_clearly(tmp_path):
     with pytest.raises(DeltalogError, match="partitions need a Spark session"):
         StratumRun(tmp_path / "w", spec, spec.stratum_of("tc"), partitions=4)
 
+
+
+def test_spark_submit_runs_the_update_job_partitioned(tmp_path):
+    """The README's cluster submit, on local Spark: spark-submit runs the script that
+    executes a pipeline's update job with spark-submit's session and 4 partitions."""
+    from deltalog.dagster_project import submit
+    from tests.dagster_project.tiny import EDGES_V1, make_pipeline
+
+    spec, root = make_pipeline(tmp_path)
+    env = {**os.environ, "DELTALOG_PIPELINES": str(tmp_path), "DELTALOG_WAREHOUSE": str(root),
+           "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    env.pop("DAGSTER_HOME", None)
+    spark_submit = Path(sys.executable).with_name("spark-submit")
+    done = subprocess.run(
+        [str(spark_submit), "--master", "local[2,4]", "--driver-memory", "1g",
+         submit.__file__, "tiny_update", "--partitions", "4"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "success" in done.stdout
+    expected = evaluate_naive(spec.program, {"edge": set(EDGES_V1), "node": set(NODES),
+                                             "start": set(START)})
+    assert _tables(root, spec) == {p: set(expected[p]) for p in spec.idb_tables}
+    state = load_state(state_path(root, spec.name, spec.stratum_of("path")))
+    assert state is not None and state.extra["partitions"] == 4
+    unknown = subprocess.run([str(spark_submit), "--master", "local[1]", submit.__file__,
+                              "no_such_job"], env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert unknown.returncode == 2, unknown.stderr[-3000:]
+    assert "no job 'no_such_job'" in unknown.stderr + unknown.stdout, [
+        line for line in unknown.stderr.splitlines() if "job" in line]
+
+
+@pytest.mark.parametrize("pipeline", ["debian", "wordnet"])
+def test_the_example_pipelines_partitioned_equal_single_process(spark, tmp_path, pipeline):
+    """Both examples (Debian: the packages of section admin; WordNet: four lexicographer
+    files), snapshot 1 then the change to snapshot 2, every stratum in 8 partitions."""
+    from deltalog.dagster_project.demo import _loader
+    from deltalog.examples.wordnet.snapshot import QUICK_LEXNAMES
+    from deltalog.pipelines.warehouse import apply_snapshot, build_warehouse
+
+    spec = load_pipeline(pipeline)
+    subset = frozenset({"admin"}) if pipeline == "debian" else frozenset(QUICK_LEXNAMES)
+    load = _loader(pipeline, subset)
+    single, split = tmp_path / "single", tmp_path / "split"
+    plans = set()
+    for version, write in ((1, build_warehouse), (2, apply_snapshot)):
+        for root in (single, split):
+            write(root, spec, version, load)
+        _run_all(single, spec)
+        results = _run_all(split, spec, spark=spark, partitions=PARTS)
+        plans |= {r.stats["partitioning"].split(" (")[0] for r in results}
+        alone, got = _tables(single, spec), _tables(split, spec)
+        for pred in spec.idb_tables:
+            assert got[pred] == alone[pred], (pipeline, version, pred)
+        modes = {r.mode for r in results}
+        assert modes == {"full"} if version == 1 else modes <= {"incremental", "unchanged"}
+    assert "partitioned by key" in plans  # the closures, at least

@@ -108,7 +108,14 @@ def run_on_spark(
         rdd = records
     routed = rdd.flatMap(_route(split, rows_acc, bytes_acc))
     shuffled = routed.partitionBy(split.parts, lambda k: k)
-    collected = shuffled.mapPartitionsWithIndex(_tasks(job)).collect()
+    try:
+        collected = shuffled.mapPartitionsWithIndex(_tasks(job)).collect()
+    except Exception as err:  # py4j's error of a job Spark gave up on (tasks failed 4 times)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PartitionFailed(
+            f"the Spark job of run {job.seq} failed ({first[:500]}); the partitions that "
+            "finished keep their change, and the next run finishes this run first",
+            job.folder, None, type(err).__name__, -1) from None
     run = SparkRun(shuffled_rows=int(rows_acc.value), shuffled_bytes=int(bytes_acc.value))
     errors = []
     for name, weight, data in collected:
