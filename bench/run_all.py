@@ -12,6 +12,7 @@ MODULES: tuple[str, ...] = (
     "bench.maintain_vs_recompute",
     "bench.recursion_vs_peers",
     "bench.state_io",
+    "bench.partitioned",
 )
 
 

@@ -172,3 +172,25 @@ def test_rebuild_tag_reloads_from_the_tables(tmp_path):
     assert {m["mode"] for m in meta.values()} == {"rebuilt"}
     assert all("rebuild requested" in m["rebuilt_because"] for m in meta.values())
     assert _tables(spec, root) == _expected(spec, EDGES_V1)
+
+
+def test_materialize_partitioned_on_spark_shows_the_plan(tmp_path, spark):
+    """The spark resource's ``partitions``: the same tables as the naive evaluator, and each
+    IDB materialization says how its stratum ran (a key plan, or one process and why)."""
+    from deltalog.dagster_project.defs.resources import SparkResource, WarehouseResource
+
+    spec, root = make_pipeline(tmp_path)
+    resources = {"warehouse": WarehouseResource(root=str(root)),
+                 "spark": SparkResource(partitions=4)}
+    defs = build_definitions([spec], resources=resources, root=root)
+    for edges in (EDGES_V1, EDGES_V2):
+        write_edb(root, spec, edb_tables(edges))
+        result = _materialize(defs)
+        assert result.success
+        assert _tables(spec, root) == _expected(spec, edges)
+    meta = _idb_metadata(spec, result)
+    assert meta["path"]["partitioning"].startswith("partitioned by key")
+    assert meta["path"]["partitions"] == 4 and meta["path"]["shuffled_rows"] > 0
+    assert meta["even"]["partitioning"].startswith("single process: ")
+    assert "not in 4 partitions" in meta["even"]["notes"]
+    assert meta["path"]["mode"] == "incremental"
