@@ -251,17 +251,23 @@ def test_spark_submit_runs_the_update_job_partitioned(tmp_path):
         line for line in unknown.stderr.splitlines() if "job" in line]
 
 
-@pytest.mark.parametrize("pipeline", ["debian", "wordnet"])
-def test_the_example_pipelines_partitioned_equal_single_process(spark, tmp_path, pipeline):
-    """Both examples (Debian: the packages of section admin; WordNet: four lexicographer
-    files), snapshot 1 then the change to snapshot 2, every stratum in 8 partitions."""
+@pytest.mark.parametrize("pipeline,whole", [
+    ("debian", False), ("wordnet", False),
+    pytest.param("debian", True, marks=pytest.mark.slow),
+    pytest.param("wordnet", True, marks=pytest.mark.slow),
+])
+def test_the_example_pipelines_partitioned_equal_single_process(spark, tmp_path, pipeline,
+                                                                whole):
+    """Both examples, snapshot 1 then the change to snapshot 2, every stratum in 8
+    partitions: on a subset (Debian: the packages of section admin; WordNet: four
+    lexicographer files), and whole in the slow run."""
     from deltalog.dagster_project.demo import _loader
     from deltalog.examples.wordnet.snapshot import QUICK_LEXNAMES
     from deltalog.pipelines.warehouse import apply_snapshot, build_warehouse
 
     spec = load_pipeline(pipeline)
     subset = frozenset({"admin"}) if pipeline == "debian" else frozenset(QUICK_LEXNAMES)
-    load = _loader(pipeline, subset)
+    load = _loader(pipeline, None if whole else subset)
     single, split = tmp_path / "single", tmp_path / "split"
     plans = set()
     for version, write in ((1, build_warehouse), (2, apply_snapshot)):
