@@ -65,14 +65,6 @@ def recorded_edb_versions(uri: str, version: int) -> dict[str, int]:
     return {}
 
 
-def table_difference(expected: pa.Table, actual: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(rows of ``expected`` missing in ``actual``, rows of ``actual`` not in ``expected``)."""
-    names = actual.column_names
-    missing = expected.join(actual, keys=names, join_type="left anti").select(names)
-    extra = actual.join(expected, keys=names, join_type="left anti").select(names)
-    return missing, extra
-
-
 @dataclass(frozen=True)
 class Written:
     """What ``CommitWriter.write`` did: the (txn, table version) of every table after it,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from deltalog.engine.analysis.program import RelationSchema
 from deltalog.engine.values import Row
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.commits import recorded_edb_versions
@@ -78,6 +79,41 @@ def spark_recompute(
         arrow = normalize(recomputed[pred].toArrow())
         out[pred] = arrow.rename_columns(schema.names).cast(schema)
     return out
+
+
+def spark_differences(
+    spark: "SparkSession",
+    root: str | Path,
+    spec: PipelineSpec,
+    versions: Mapping[str, int],
+    tables: Mapping[str, str],
+) -> tuple[dict[str, tuple[pa.Table, pa.Table]], dict[str, int]]:
+    """For each IDB relation of ``tables`` (relation -> its table's URI), recomputed on Spark
+    from the tables in ``versions``: (rows the recompute has that the table lacks, rows the
+    table has that the recompute lacks), and the recompute's row count. Computed in Spark
+    (the executors read both), so only the differences reach the driver."""
+    from deltalog.pipelines.spark.compiler import recompute
+    from deltalog.pipelines.spark.session import conform
+
+    recomputed = recompute(spark, spec.program, table_frames(spark, root, spec, versions),
+                           list(tables))
+    changes, sizes = {}, {}
+    for pred, uri in tables.items():
+        schema = spec.program.schemas[pred]
+        expected = conform(recomputed[pred], schema).persist()
+        actual = conform(delta_io.spark_dataframe(spark, uri), schema)
+        try:
+            changes[pred] = (_arrow(expected.subtract(actual), schema),
+                             _arrow(actual.subtract(expected), schema))
+            sizes[pred] = expected.count()
+        finally:
+            expected.unpersist()
+    return changes, sizes
+
+
+def _arrow(df: "DataFrame", schema: RelationSchema) -> pa.Table:
+    arrow_form = arrow_schema(schema)
+    return normalize(df.toArrow()).rename_columns(arrow_form.names).cast(arrow_form)
 
 
 def table_edb_versions(

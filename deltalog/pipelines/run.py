@@ -51,7 +51,6 @@ from deltalog.pipelines.commits import (
     CommitWriter,
     Txns,
     Written,
-    table_difference,
     versions_json,
     versions_of,
 )
@@ -461,7 +460,7 @@ class StratumRun:
                     edbs: Mapping[str, int], floor: int) -> list[StratumResult]:
         """Load every partition from the input tables, read by the executors; make each
         IDB table equal the union of the partitions' results in one commit."""
-        from deltalog.pipelines.spark.maintain import table_records
+        from deltalog.pipelines.spark.maintain import bad_rows, table_records
 
         assert self.spark is not None
         txns = self.writer.txns()
@@ -478,6 +477,10 @@ class StratumRun:
                 self.reader.check_schema(pred, version)
             frames[pred] = delta_io.spark_dataframe(self.spark, uri, version).select(
                 *[c.name for c in schema.columns])
+            if pred in self.spec.edb_tables:
+                sample = bad_rows(frames[pred], schema)
+                if sample.num_rows:  # the input checks name the table, column and row
+                    quality.check_table(schema, pred, uri, version, sample)
         fault("after_read", self.index)
         job = self._job(split, seq, inputs, full=True)
         run = self._on_spark(split, job, table_records(frames), inputs)
@@ -546,32 +549,26 @@ class StratumRun:
         fault("after_state", self.index)
 
     def _spark_rebuild(self, spark: "SparkSession") -> list[StratumResult]:
-        from deltalog.pipelines.recompute import spark_recompute
+        from deltalog.pipelines.recompute import spark_differences
 
         inputs, edbs = self.reader.snapshot()
         state = load_state(self.path)
         txns = self.writer.txns()
         seq = max([state.seq if state is not None else 0, *(t or 0 for t, _ in txns.values())]) + 1
         started = time.perf_counter()
-        expected = spark_recompute(spark, self.root, self.spec, inputs, self.preds)
+        tables = {pred: self.writer.ensure_table(pred) for pred in self.preds}
+        changes, sizes = spark_differences(spark, self.root, self.spec, inputs, tables)
         spark_seconds = time.perf_counter() - started
         fault("after_read", self.index)
         # Before any commit: a state that outlived a half-done rebuild would be reconciled
         # against tables it never produced.
         if drop_state(self.path):
             self.notes.append("rebuild on Spark: saved state dropped (the next run reloads it)")
-        changes = {
-            pred: table_difference(
-                expected[pred], delta_io.read_arrow(self.writer.ensure_table(pred))
-            )
-            for pred in self.preds
-        }
         written = self.writer.write(
             changes, seq, inputs, edbs, txns, stamp_new=True, mode="rebuild"
         )
         stats = {"spark_seconds": round(spark_seconds, 3)}
         # The run number of the tables' newest deltalog commits (this rebuild's when it wrote).
-        sizes = {p: expected[p].num_rows for p in self.preds}
         return self._results("rebuild", seq if written.commits else seq - 1, inputs, edbs,
                              written, stats, sizes)
 

@@ -282,3 +282,64 @@ def test_the_example_pipelines_partitioned_equal_single_process(spark, tmp_path,
         modes = {r.mode for r in results}
         assert modes == {"full"} if version == 1 else modes <= {"incremental", "unchanged"}
     assert "partitioned by key" in plans  # the closures, at least
+
+
+def test_bad_input_stops_a_partitioned_run_naming_the_table_and_the_next_run_recovers(
+    spark, tmp_path
+):
+    """A null in a first load (found by the executors), a null in a change, and a second
+    value for a functional key met inside a partition: each is the input checks' DL306
+    naming the table, nothing is committed, and after the fix the tables are right."""
+    from deltalake import write_deltalake
+
+    from deltalog.engine.errors import BAD_INPUT
+    from deltalog.pipelines.quality import BadInputError
+    from tests.pipelines.test_bad_input import (
+        BINDING,
+        EDGES,
+        LABELS,
+        PROGRAM,
+        WEIGHTS,
+        _arrow,
+        _expected,
+    )
+
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
+    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
+    spec = load_pipeline(folder)
+    root = tmp_path / "warehouse"
+    for pred, rows in (("edge", [*EDGES, (5, None)]), ("weight", WEIGHTS), ("label", LABELS)):
+        write_deltalake(spec.table_uri(root, pred), _arrow(pred, rows),
+                        configuration=delta_io.CDF_CONFIG)
+    reach = spec.stratum_of("reach")
+
+    def refused(index: int, *needles: str) -> None:
+        with pytest.raises(BadInputError) as caught:
+            StratumRun(root, spec, index, spark=spark, partitions=PARTS).materialize()
+        assert caught.value.code == BAD_INPUT
+        for needle in needles:
+            assert needle in str(caught.value), str(caught.value)
+
+    refused(reach, "edge", "dst")
+    assert not delta_io.exists(spec.table_uri(root, "reach"))
+    write_deltalake(spec.table_uri(root, "edge"), _arrow("edge", EDGES), mode="overwrite")
+    _run_all(root, spec, spark=spark, partitions=PARTS)
+    write_deltalake(spec.table_uri(root, "edge"), _arrow("edge", [(4, None)]), mode="append")
+    version = delta_io.table_version(spec.table_uri(root, "reach"))
+    refused(reach, "edge", "dst")
+    assert delta_io.table_version(spec.table_uri(root, "reach")) == version
+    write_deltalake(spec.table_uri(root, "edge"), _arrow("edge", [*EDGES, (4, 1)]),
+                    mode="overwrite")
+    heavy = spec.stratum_of("heavy")
+    write_deltalake(spec.table_uri(root, "weight"), _arrow("weight", [(3, 0.25)]),
+                    mode="append")  # node 3 now has two weights
+    refused(heavy, "weight")
+    write_deltalake(spec.table_uri(root, "weight"), _arrow("weight", [*WEIGHTS[:2], (3, 0.25),
+                                                                       WEIGHTS[3]]),
+                    mode="overwrite")
+    results = _run_all(root, spec, spark=spark, partitions=PARTS)
+    assert _tables(root, spec) == {p: set(r) for p, r in _expected(spec, root).items()
+                                   if p in spec.idb_tables}
+    assert any(r.mode in ("rebuilt", "incremental") for r in results)

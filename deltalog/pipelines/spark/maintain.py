@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+import pyarrow as pa
 
+from deltalog.engine.analysis.program import RelationSchema
 from deltalog.engine.errors import DataError
 from deltalog.engine.partition import SplitStratum
 from deltalog.engine.storage import Delta
@@ -73,6 +75,23 @@ def _tasks(job: PartitionJob):  # type: ignore[no-untyped-def]
         return run_partition(job, k, (rec for _, rec in items), attempt)
 
     return task
+
+
+def bad_rows(frame: "DataFrame", schema: RelationSchema, most: int = 5) -> pa.Table:
+    """Up to ``most`` rows of ``frame`` (an input table read by the executors) with a null,
+    or a NaN or infinity in a float column: what the input checks reject, found in Spark."""
+    from pyspark.sql import functions as F
+
+    conditions = []
+    for column in schema.columns:
+        value = F.col(column.name)
+        conditions.append(value.isNull())
+        if column.type == "float":
+            conditions.append(F.isnan(value) | value.isin(float("inf"), float("-inf")))
+    condition = conditions[0]
+    for more in conditions[1:]:
+        condition = condition | more
+    return frame.filter(condition).limit(most).toArrow()
 
 
 def change_records(change: Mapping[str, Delta]) -> list[Record]:
