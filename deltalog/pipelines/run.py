@@ -441,12 +441,14 @@ class StratumRun:
         )
 
     def _on_spark(self, split: SplitStratum, job: PartitionJob, records: Any,
-                  inputs: Mapping[str, int]) -> "SparkRun":
+                  inputs: Mapping[str, int], load: bool = False) -> "SparkRun":
         from deltalog.pipelines.spark.maintain import run_on_spark
 
         assert self.spark is not None
+        tables = ({p: (self.writer.ensure_table(p), self.spec.program.schemas[p])
+                   for p in self.preds} if load else None)
         try:
-            return run_on_spark(self.spark, split, job, records)
+            return run_on_spark(self.spark, split, job, records, tables)
         except DataError as err:
             route = split.routes.get(str(err.where))
             if err.code != FUNCTIONAL_CONFLICT or route is None:
@@ -459,7 +461,8 @@ class StratumRun:
     def _split_full(self, split: SplitStratum, inputs: Mapping[str, int],
                     edbs: Mapping[str, int], floor: int) -> list[StratumResult]:
         """Load every partition from the input tables, read by the executors; make each
-        IDB table equal the union of the partitions' results in one commit."""
+        IDB table equal the union of the partitions' results in one commit (the
+        differences computed in Spark)."""
         from deltalog.pipelines.spark.maintain import bad_rows, table_records
 
         assert self.spark is not None
@@ -483,17 +486,10 @@ class StratumRun:
                     quality.check_table(schema, pred, uri, version, sample)
         fault("after_read", self.index)
         job = self._job(split, seq, inputs, full=True)
-        run = self._on_spark(split, job, table_records(frames), inputs)
-        out: dict[str, Delta] = {}
-        for pred in self.preds:
-            uri = self.writer.uri(pred)
-            current: set[Row] = set()
-            if delta_io.exists(uri):
-                current = arrow_to_rows(delta_io.read_arrow(uri))
-            out[pred] = diff(current, run.out.get(pred, {}).keys())
-        written = self.writer.write(
-            self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
-        )
+        # the partitions' relations are compared with the tables in Spark: only the
+        # differences reach the driver
+        run = self._on_spark(split, job, table_records(frames), inputs, load=True)
+        written = self.writer.write(run.changes, seq, inputs, edbs, txns, stamp_new=True)
         self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes)
         return self._results("full", seq, inputs, edbs, written, self._split_stats(split, run),
                              run.sizes)

@@ -48,6 +48,7 @@ class SparkRun:
     shuffled_rows: int = 0
     shuffled_bytes: int = 0
     retried: int = 0
+    changes: dict[str, tuple[pa.Table, pa.Table]] = field(default_factory=dict)
 
 
 def _route(split: SplitStratum, rows_acc: Any, bytes_acc: Any):  # type: ignore[no-untyped-def]
@@ -116,9 +117,15 @@ def table_records(frames: Mapping[str, "DataFrame"]) -> "RDD[Record]":
 def run_on_spark(
     spark: "SparkSession", split: SplitStratum, job: PartitionJob,
     records: "list[Record] | RDD[Record]",
+    tables: Mapping[str, tuple[str, RelationSchema]] | None = None,
 ) -> SparkRun:
     """Route ``records`` to the partitions of ``split`` and run ``job`` in each (every
-    partition runs, with or without rows); raises the first partition's error."""
+    partition runs, with or without rows); raises the first partition's error.
+
+    With ``tables`` (relation -> its table's URI and schema; for a load, whose partitions
+    derive whole relations): the tasks' rows stay in Spark, are compared there with each
+    table's current version, and ``changes`` holds only the differences (rows to insert,
+    rows to delete) as Arrow; ``out`` stays empty."""
     sc = spark.sparkContext
     rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
     if isinstance(records, list):
@@ -127,15 +134,34 @@ def run_on_spark(
         rdd = records
     routed = rdd.flatMap(_route(split, rows_acc, bytes_acc))
     shuffled = routed.partitionBy(split.parts, lambda k: k)
+    outputs = shuffled.mapPartitionsWithIndex(_tasks(job))
+    if tables is not None:
+        from pyspark import StorageLevel
+
+        # computed once (a task recomputed after a lost block returns its saved rows)
+        outputs.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        collected = shuffled.mapPartitionsWithIndex(_tasks(job)).collect()
-    except Exception as err:  # py4j's error of a job Spark gave up on (tasks failed 4 times)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise PartitionFailed(
-            f"the Spark job of run {job.seq} failed ({first[:500]}); the partitions that "
-            "finished keep their change, and the next run finishes this run first",
-            job.folder, None, type(err).__name__, -1) from None
-    run = SparkRun(shuffled_rows=int(rows_acc.value), shuffled_bytes=int(bytes_acc.value))
+        try:
+            collected = (outputs if tables is None else
+                         outputs.filter(lambda r: r[0] in (STATS, ERROR))).collect()
+        except Exception as err:  # py4j's error of a job Spark gave up on (4 failed tries)
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise PartitionFailed(
+                f"the Spark job of run {job.seq} failed ({first[:500]}); the partitions that "
+                "finished keep their change, and the next run finishes this run first",
+                job.folder, None, type(err).__name__, -1) from None
+        run = _collected(job, collected)
+        run.shuffled_rows, run.shuffled_bytes = int(rows_acc.value), int(bytes_acc.value)
+        if tables is not None:
+            run.changes = _differences(spark, outputs, tables)
+        return run
+    finally:
+        if tables is not None:
+            outputs.unpersist()
+
+
+def _collected(job: PartitionJob, collected: list[Record]) -> SparkRun:
+    run = SparkRun()
     errors = []
     for name, weight, data in collected:
         if name == STATS:
@@ -159,3 +185,29 @@ def run_on_spark(
                               code or None, kind, k)
     run.out = {p: {r: w for r, w in d.items() if w} for p, d in run.out.items()}
     return run
+
+
+def _differences(
+    spark: "SparkSession", outputs: "RDD[Record]",
+    tables: Mapping[str, tuple[str, RelationSchema]],
+) -> dict[str, tuple[pa.Table, pa.Table]]:
+    """Per relation: (rows the partitions derived that its table lacks, rows the table has
+    that they did not), compared in Spark."""
+    from deltalog.pipelines import delta_io
+    from deltalog.pipelines.spark.session import conform
+    from deltalog.schemas.relation import arrow_schema, normalize, spark_schema
+
+    out = {}
+    for pred, (uri, schema) in tables.items():
+        def rows_of(records: Iterable[Record], pred: str = pred) -> Iterator[Any]:
+            return (unpack_row(data) for name, _, data in records if name == pred)
+
+        derived = spark.createDataFrame(outputs.mapPartitions(rows_of), spark_schema(schema))
+        current = conform(delta_io.spark_dataframe(spark, uri), schema)
+        arrow_form = arrow_schema(schema)
+        pair = []
+        for df in (derived.subtract(current), current.subtract(derived)):
+            arrow = normalize(df.toArrow())
+            pair.append(arrow.rename_columns(arrow_form.names).cast(arrow_form))
+        out[pred] = (pair[0], pair[1])
+    return out
