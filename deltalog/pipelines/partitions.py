@@ -15,8 +15,6 @@ as the error it was, naming the table), so that bad data never surfaces as a tas
 traceback.
 """
 
-import os
-import signal
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -31,6 +29,7 @@ from deltalog.engine.errors import DeltalogError
 from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.storage import Delta
 from deltalog.engine.values import Row
+from deltalog.pipelines.faults import task_fault
 from deltalog.pipelines.state_store import (
     StratumState,
     Writer,
@@ -155,8 +154,8 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
             return engine.dumps(writer)
 
         saved = save_state(path, new, dump, opened)
-    if attempt == 0 and job.fault in ("partition_after_save", f"partition_after_save@{k}"):
-        os.kill(os.getpid(), signal.SIGKILL)  # the crash test: Spark retries the task
+    if attempt == 0 and job.fault:
+        task_fault(job.fault, k)  # the crash tests: Spark runs the task again
     return out, {"received": received, "state_bytes_written": saved["bytes_written"],
                  "sizes": sizes, **{k2: v for k2, v in engine.last_stats.as_dict().items()
                                     if isinstance(v, int | float)}}

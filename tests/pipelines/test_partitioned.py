@@ -349,3 +349,52 @@ def test_bad_input_stops_a_partitioned_run_naming_the_table_and_the_next_run_rec
     assert _tables(root, spec) == {p: set(r) for p, r in _expected(spec, root).items()
                                    if p in spec.idb_tables}
     assert any(r.mode in ("rebuilt", "incremental") for r in results)
+
+
+CLUSTER = """
+import json, os, sys
+from pathlib import Path
+from deltalog.engine.naive import evaluate_naive
+from deltalog.pipelines.faults import FAULT_ENV
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spark.session import make_spark_session
+from tests.pipelines.test_partitioned import CLOSURE, _graph, _pipeline, _tables, _write
+
+spark = make_spark_session("two-executors", {"spark.master": "local-cluster[2,1,1024]"})
+tmp = Path(sys.argv[1])
+spec = _pipeline(tmp / "t", CLOSURE)
+root = tmp / "w"
+index = spec.stratum_of("tc")
+out = []
+for step, shift in enumerate((3, 5, 6)):
+    _write(root, spec, _graph(40, shift))
+    if step == 1:
+        os.environ[FAULT_ENV] = "executor_after_save@3"
+    [tc] = StratumRun(root, spec, index, spark=spark, partitions=8).materialize()
+    os.environ.pop(FAULT_ENV, None)
+    right = _tables(root, spec, "tc")["tc"] == set(evaluate_naive(spec.program,
+                                                                  _graph(40, shift))["tc"])
+    out.append([tc.mode, tc.seq, tc.stats["partition_retries"], right])
+print(json.dumps({"steps": out, "executors": spark.sparkContext.master}))
+spark.stop()
+"""
+
+
+def test_an_executor_lost_mid_run_on_a_two_executor_cluster_applies_nothing_twice(tmp_path):
+    """Local Spark with two executor processes (``local-cluster[2,1,1024]``): the executor
+    running partition 3 is killed (its JVM) right after the partition saved its state; Spark
+    runs the lost tasks on the other executor, the retried partition returns the change it
+    saved, and every run's table equals the naive evaluator's."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop(FAULT_ENV, None)
+    child = subprocess.run([sys.executable, "-c", CLUSTER, str(tmp_path)], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    steps = result["steps"]
+    assert [s[0] for s in steps] == ["full", "incremental", "incremental"]
+    assert [s[1] for s in steps] == [1, 2, 3] and all(s[3] for s in steps)
+    assert steps[1][2] >= 1  # the lost partition's retry returned its saved change
+    assert "Lost executor" in child.stderr or "lost executor" in child.stderr.lower()
