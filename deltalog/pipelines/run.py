@@ -206,13 +206,18 @@ class StratumRun:
         self.rebuilt_because = why
 
     # -- the three ways a stratum runs -------------------------------------------------
-    def _materialize(self) -> list[StratumResult]:
+    def _open_saved(self) -> tuple[dict[str, int], dict[str, int], StratumState | None, int]:
+        """The inputs' and EDB tables' current versions, the saved state (None: none that
+        reads) and its run number (0 without one)."""
         inputs, edbs = self.reader.snapshot()
         opened = time.perf_counter()
         state = load_state(self.path)
         self.state_open_s = time.perf_counter() - opened
         self.history = state.history if state is not None else []
-        floor = state.seq if state is not None else 0
+        return inputs, edbs, state, state.seq if state is not None else 0
+
+    def _materialize(self) -> list[StratumResult]:
+        inputs, edbs, state, floor = self._open_saved()
         if state is None:
             if older_format(self.path) is not None:
                 self._rebuilt(
@@ -357,12 +362,7 @@ class StratumRun:
         return self.path.with_name(f"{self.path.name}.parts") / str(split.parts)
 
     def _partitioned(self, split: SplitStratum) -> list[StratumResult]:
-        inputs, edbs = self.reader.snapshot()
-        opened = time.perf_counter()
-        state = load_state(self.path)
-        self.state_open_s = time.perf_counter() - opened
-        self.history = state.history if state is not None else []
-        floor = state.seq if state is not None else 0
+        inputs, edbs, state, floor = self._open_saved()
         digest = self._split_digest(split)
         if state is None:
             if state_exists(self.path):

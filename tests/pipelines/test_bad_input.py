@@ -64,19 +64,25 @@ def _arrow(pred: str, rows: list[tuple]) -> pa.Table:
     )
 
 
-@pytest.fixture
-def pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
+def make_bad_pipeline(tmp_path: Path, edges: list[tuple] = EDGES) -> tuple[PipelineSpec, Path]:
+    """The pipeline folder and its EDB tables, written as a data team would (``edges``
+    may hold a bad row)."""
     folder = tmp_path / "bad"
     folder.mkdir()
     (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
     (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
     spec = load_pipeline(folder)
     root = tmp_path / "warehouse"
-    for pred, rows in (("edge", EDGES), ("weight", WEIGHTS), ("label", LABELS)):
+    for pred, rows in (("edge", edges), ("weight", WEIGHTS), ("label", LABELS)):
         write_deltalake(
             spec.table_uri(root, pred), _arrow(pred, rows), configuration=delta_io.CDF_CONFIG
         )
     return spec, root
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
+    return make_bad_pipeline(tmp_path)
 
 
 def _run_all(spec: PipelineSpec, root: Path) -> None:

@@ -301,24 +301,14 @@ def test_bad_input_stops_a_partitioned_run_naming_the_table_and_the_next_run_rec
     from deltalog.engine.errors import BAD_INPUT
     from deltalog.pipelines.quality import BadInputError
     from tests.pipelines.test_bad_input import (
-        BINDING,
         EDGES,
-        LABELS,
-        PROGRAM,
         WEIGHTS,
         _arrow,
         _expected,
+        make_bad_pipeline,
     )
 
-    folder = tmp_path / "bad"
-    folder.mkdir()
-    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
-    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
-    spec = load_pipeline(folder)
-    root = tmp_path / "warehouse"
-    for pred, rows in (("edge", [*EDGES, (5, None)]), ("weight", WEIGHTS), ("label", LABELS)):
-        write_deltalake(spec.table_uri(root, pred), _arrow(pred, rows),
-                        configuration=delta_io.CDF_CONFIG)
+    spec, root = make_bad_pipeline(tmp_path, [*EDGES, (5, None)])
     reach = spec.stratum_of("reach")
 
     def refused(index: int, *needles: str) -> None:
