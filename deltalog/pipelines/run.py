@@ -359,7 +359,9 @@ class StratumRun:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def _parts_folder(self, split: SplitStratum) -> Path:
-        return self.path.with_name(f"{self.path.name}.parts") / str(split.parts)
+        """Where the partitions keep their states: an absolute path, the same on every
+        executor (a relative one would be taken from each executor's own directory)."""
+        return self.path.with_name(f"{self.path.name}.parts").absolute() / str(split.parts)
 
     def _partitioned(self, split: SplitStratum) -> list[StratumResult]:
         inputs, edbs, state, floor = self._open_saved()
