@@ -360,15 +360,22 @@ def feed_weights(
     """Copies added less copies removed, per row, from version ``start`` to ``end``: from
     the change data feed alone (O(change)); without one, ``changes``. A row with a positive
     weight was inserted (or added as one more copy); a negative one may still be there."""
+    weights = bag_weights(uri, start, end, columns)
+    return changes(uri, start, end, columns) if weights is None else weights
+
+
+def bag_weights(
+    uri: str, start: int, end: int, columns: Sequence[str] | None = None
+) -> dict[Row, int] | None:
+    """Copies added less copies removed, per row, from version ``start`` to ``end``, from
+    the change data feed (O(change)); None when the table has no feed for those versions."""
     if start == end:
         return {}
     try:
         feed = _feed(uri, start, end, columns)
     except (DeltaError, pa.ArrowException, OSError, TableUnreadable) as err:
         raise _lost(uri, start, end, err) from None
-    if feed is None:
-        return changes(uri, start, end, columns)
-    return _feed_weights(feed)
+    return None if feed is None else _feed_weights(feed)
 
 
 def _feed(uri: str, start: int, end: int, columns: Sequence[str] | None) -> pa.Table | None:

@@ -6,7 +6,7 @@ checked here (schema, values, functional keys) before the engine sees them, so b
 stops the run with an error that names the table, version, column and row.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -137,6 +137,38 @@ class InputReader:
         engine's relation), the change is told from the feed alone, and ``copies`` is
         brought to ``new`` in place; otherwise the rows the feed deletes are looked up in
         the table (a filtered scan)."""
+        def change(pred: str, uri: str, start: int, end: int, names: list[str]) -> Delta:
+            known = copies.get(pred) if copies is not None else None
+            if known is None or present is None or copies is None:
+                return delta_io.changes(uri, start, end, names)
+            return self._bag_change(uri, pred, start, end, names, copies, known, present)
+
+        return self._checked(old, new, change)
+
+    def bag_changes(
+        self, old: Mapping[str, int], new: Mapping[str, int], wanted: Collection[str]
+    ) -> tuple[dict[str, Delta], frozenset[str]]:
+        """As ``changes``, except that an input of ``wanted`` whose table has a change
+        feed gives its feed's weights (copies added less copies removed: a bag change,
+        O(change), for a reader that keeps the copies itself). Returns the changes and the
+        inputs whose change is such a bag change."""
+        bags: set[str] = set()
+
+        def change(pred: str, uri: str, start: int, end: int, names: list[str]) -> Delta:
+            weights = delta_io.bag_weights(uri, start, end, names) if pred in wanted else None
+            if weights is None:
+                return delta_io.changes(uri, start, end, names)
+            bags.add(pred)
+            return weights
+
+        return self._checked(old, new, change), frozenset(bags)
+
+    def _checked(
+        self, old: Mapping[str, int], new: Mapping[str, int],
+        change: Callable[[str, str, int, int, list[str]], Delta],
+    ) -> dict[str, Delta]:
+        """``change(pred, uri, start, end, columns)`` of every input that moved, the EDB
+        tables' schemas and changes checked; empty ones left out."""
         out = {}
         for pred, version in new.items():
             if version == old[pred]:
@@ -146,13 +178,7 @@ class InputReader:
             schema = self.spec.program.schemas[pred]
             if edb:
                 self.check_schema(pred, version)
-            names = [c.name for c in schema.columns]
-            known = copies.get(pred) if copies is not None else None
-            if known is None or present is None or copies is None:
-                delta = delta_io.changes(uri, old[pred], version, names)
-            else:
-                delta = self._bag_change(uri, pred, old[pred], version, names, copies,
-                                         known, present)
+            delta = change(pred, uri, old[pred], version, [c.name for c in schema.columns])
             if edb:
                 delta = quality.check_change(schema, pred, uri, version, delta)
             if delta:

@@ -3,7 +3,11 @@
 A partition keeps its own engine state in the segment store (``part-K`` under the stratum's
 partitions folder), in the same format as a single-process stratum: ``seq`` is the run that
 last brought it to ``input_versions``, and ``extra["out"]`` names the segment holding the
-change that run derived (the whole relation, for a load). A task for run ``seq`` that finds
+change that run derived (the whole relation, for a load). ``extra["copies"]`` holds, per
+input, the rows its table holds more than once (a Delta table is a bag), so that a change
+that comes as the feed's weights is told apart here, from the partition's own relations,
+with no lookup in the table (None past ``COPIES_MAX`` rows: the driver then sends that
+table's changes as set changes, looked up in the table). A task for run ``seq`` that finds
 its partition already at ``seq`` and those versions returns the saved change without
 applying anything: a retried or speculative attempt never applies a change twice (the
 partition's lock keeps two attempts apart). A partition that is neither at this run nor at
@@ -18,7 +22,7 @@ traceback.
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.storage import Delta
 from deltalog.engine.values import Row
 from deltalog.pipelines.faults import task_fault
+from deltalog.pipelines.inputs import COPIES_MAX
 from deltalog.pipelines.state_store import (
     StratumState,
     Writer,
@@ -81,6 +86,11 @@ class PartitionJob:
     before: Mapping[str, int] | None = None
     lock_wait: float = 600.0
     fault: str = ""
+    # the table each input of ``program`` reads, and the tables whose rows come as bag
+    # weights (copies added less copies removed, from the change feed) to be told apart here
+    sources: Mapping[str, str] = field(default_factory=dict)
+    bags: frozenset[str] = frozenset()
+    copies_max: int = COPIES_MAX  # rows held more than once kept per input at the most
 
 
 def part_path(folder: str | Path, k: int) -> Path:
@@ -124,9 +134,12 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
         received += 1
     opened = None
     deltas: dict[str, Delta] = {}
+    unknown: set[str] = set()
     if job.full:
         engine = IncrementalEngine(job.program, {n: set(r) for n, r in rows.items()})
         out: dict[str, Delta] = {p: dict.fromkeys(engine.relation(p), 1) for p in job.preds}
+        copies: dict[str, dict[Row, int] | None] = {
+            n: {r: c for r, c in counted.items() if c >= 2} for n, counted in rows.items()}
     else:
         if (state is None or state.digest != job.digest or state.seq != job.before_seq
                 or state.input_versions != dict(job.before or {})):
@@ -136,14 +149,25 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
                 f"{job.before_seq}")
         opened = state.open()
         engine = IncrementalEngine.loads(opened.read(state.root), opened)
-        deltas = {n: {r: w for r, w in d.items() if w} for n, d in rows.items()}
+        copies = _copies(state)
+        for name, weights in rows.items():
+            if job.sources.get(name) in job.bags:
+                weights = _set_change(engine, name, weights, copies, k)
+            deltas[name] = {r: w for r, w in weights.items() if w}
         deltas = {n: d for n, d in deltas.items() if d}
         engine.check_edb(deltas)
         out = engine.apply(deltas) if deltas else {}
+    for name, known in copies.items():
+        if known is not None and len(known) > job.copies_max:
+            copies[name] = None  # too many to keep: that table's changes come as sets
+        if copies[name] is None and name in job.sources:
+            unknown.add(job.sources[name])
     sizes = {p: engine.size(p) for p in job.preds}
     new = StratumState(digest=job.digest, seq=job.seq, input_versions=dict(job.inputs),
                        edb_versions={}, written={}, table_versions={},
-                       extra={"out": None, "sizes": sizes})
+                       extra={"out": None, "sizes": sizes, "copies": {
+                           n: None if c is None else [[*r, m] for r, m in c.items()]
+                           for n, c in copies.items()}})
     if not deltas and opened is not None and state is not None:
         # no change reached this partition: its segments stay, only the run is recorded
         new.root, new.segments = state.root, dict(state.segments)
@@ -156,9 +180,41 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
         saved = save_state(path, new, dump, opened)
     if attempt == 0 and job.fault:
         task_fault(job.fault, k)  # the crash tests: Spark runs the task again
+    counters = {name: v for name, v in engine.last_stats.as_dict().items()
+                if isinstance(v, int | float)}
     return out, {"received": received, "state_bytes_written": saved["bytes_written"],
-                 "sizes": sizes, **{k2: v for k2, v in engine.last_stats.as_dict().items()
-                                    if isinstance(v, int | float)}}
+                 "sizes": sizes, "copies_unknown": sorted(unknown), **counters}
+
+
+def _copies(state: StratumState) -> dict[str, dict[Row, int] | None]:
+    return {str(n): None if rows is None else {tuple(r[:-1]): int(r[-1]) for r in rows}
+            for n, rows in state.extra.get("copies", {}).items()}
+
+
+def _set_change(engine: IncrementalEngine, name: str, weights: Mapping[Row, int],
+                copies: dict[str, dict[Row, int] | None], k: int) -> Delta:
+    """The set change of input ``name`` from its feed's ``weights``: a row enters with its
+    first copy and leaves with its last (copies held before: ``copies``, else one when
+    the partition's relation holds the row); ``copies`` brought up to date."""
+    known = copies.get(name, {})
+    if known is None:
+        raise RuntimeError(f"{OUT_OF_STEP}: partition {k} does not know the copies of the "
+                           f"rows of '{name}'")
+    delta: Delta = {}
+    for row, weight in weights.items():
+        before = known.get(row) or (1 if engine.contains(name, row) else 0)
+        now = before + weight
+        if now < 0:  # the table was rewritten outside its change feed
+            raise RuntimeError(f"{OUT_OF_STEP}: the change of '{name}' takes a row below "
+                               f"zero copies in partition {k}")
+        if now >= 2:
+            known[row] = now
+        else:
+            known.pop(row, None)
+        if (before > 0) != (now > 0):
+            delta[row] = 1 if now > 0 else -1
+    copies[name] = known
+    return delta
 
 
 def _pack_output(out: Mapping[str, Delta]) -> bytes:

@@ -44,6 +44,7 @@ from deltalog.engine.segments import CorruptSegment
 from deltalog.engine.storage import Delta
 from deltalog.engine.values import Row
 from deltalog.pipelines import delta_io, quality
+from deltalog.pipelines import inputs as inputs_module
 from deltalog.pipelines.commits import (
     EDB_VERSIONS,
     INPUT_VERSIONS,
@@ -433,13 +434,16 @@ class StratumRun:
         return stats
 
     def _job(self, split: SplitStratum, seq: int, inputs: Mapping[str, int], full: bool,
-             before: StratumState | None = None) -> PartitionJob:
+             before: StratumState | None = None,
+             bags: frozenset[str] = frozenset()) -> PartitionJob:
         return PartitionJob(
             str(self._parts_folder(split)), self._split_digest(split), split.program,
             self.preds, seq, dict(inputs), full,
             before_seq=before.seq if before is not None else 0,
             before=dict(before.input_versions) if before is not None else None,
             lock_wait=self.lock_wait, fault=os.environ.get(FAULT_ENV, ""),
+            sources={name: route.source for name, route in split.routes.items()},
+            bags=bags, copies_max=inputs_module.COPIES_MAX,
         )
 
     def _on_spark(self, split: SplitStratum, job: PartitionJob, records: Any,
@@ -492,7 +496,8 @@ class StratumRun:
         # differences reach the driver
         run = self._on_spark(split, job, table_records(frames), inputs, load=True)
         written = self.writer.write(run.changes, seq, inputs, edbs, txns, stamp_new=True)
-        self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes)
+        self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes,
+                          run.copies_unknown)
         return self._results("full", seq, inputs, edbs, written, self._split_stats(split, run),
                              run.sizes)
 
@@ -502,8 +507,13 @@ class StratumRun:
         to the partitions; one commit per table (tables that already hold run ``seq`` are
         skipped: an interrupted run finished)."""
         txns = self.writer.txns()
+        # The inputs' changes as their feeds' weights (O(change)): the partitions keep the
+        # copies and tell a row's last copy apart themselves; a table too duplicated for
+        # that in some partition comes as a set change, its deleted rows looked up.
+        as_sets = set(state.extra.get("set_inputs", ()))
         try:
-            deltas = self.reader.changes(state.input_versions, inputs)
+            deltas, bags = self.reader.bag_changes(
+                state.input_versions, inputs, [p for p in inputs if p not in as_sets])
         except delta_io.HistoryLost as lost:
             raise _Unreconcilable(f"{lost.where}: {lost.message}") from None
         fault("after_read", self.index)
@@ -512,7 +522,7 @@ class StratumRun:
         from deltalog.pipelines.spark.maintain import change_records
 
         try:
-            run = self._on_spark(split, self._job(split, seq, inputs, False, state),
+            run = self._on_spark(split, self._job(split, seq, inputs, False, state, bags),
                                  change_records(deltas), inputs)
         except DataError as err:
             # some partitions may have applied the change: the next run reloads
@@ -523,14 +533,17 @@ class StratumRun:
         skip = frozenset(p for p in self.preds if txns[p][0] == seq)
         written = self.writer.write(self.writer.arrow_changes(run.out), seq, inputs, edbs,
                                     txns, skip=skip)
-        self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes)
+        self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes,
+                          as_sets | run.copies_unknown)
         stats = {**self._split_stats(split, run),
                  "edb_changes": sum(len(d) for d in deltas.values())}
         return self._results("incremental", seq, inputs, edbs, written, stats, run.sizes)
 
     def _save_driver(self, split: SplitStratum, seq: int, inputs: Mapping[str, int],
-                     edbs: Mapping[str, int], txns: Txns, sizes: Mapping[str, int]) -> None:
-        """The driver's state: the run and versions every partition is at, no engine."""
+                     edbs: Mapping[str, int], txns: Txns, sizes: Mapping[str, int],
+                     as_sets: Iterable[str]) -> None:
+        """The driver's state: the run and versions every partition is at, no engine;
+        ``as_sets``: the inputs whose changes go to the partitions as set changes."""
         state = StratumState(
             digest=self._split_digest(split), seq=seq, input_versions=dict(inputs),
             edb_versions=dict(edbs), written={p: txns[p][0] for p in self.preds},
@@ -539,7 +552,7 @@ class StratumRun:
             history=[*self.history, [seq, dict(edbs), dict(inputs),
                                      {p: txns[p][1] for p in self.preds}]],
             extra={"partitions": split.parts, "plan": self.partitioning,
-                   "sizes": dict(sizes)},
+                   "sizes": dict(sizes), "set_inputs": sorted(as_sets)},
         )
         self.history = state.history
         saved = save_state(self.path, state)

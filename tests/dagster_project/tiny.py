@@ -71,11 +71,12 @@ def make_pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
     return spec, root
 
 
-def run_all(spec: PipelineSpec, root) -> dict:
-    """Materialize every stratum in order, outside Dagster; pred -> its StratumResult."""
+def run_all(spec: PipelineSpec, root, **kw) -> dict:
+    """Materialize every stratum in order, outside Dagster (``kw`` for each
+    ``StratumRun``); pred -> its StratumResult."""
     out = {}
     for i in range(len(spec.program.strata)):
-        for result in StratumRun(root, spec, i).materialize():
+        for result in StratumRun(root, spec, i, **kw).materialize():
             out[result.pred] = result
     return out
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from deltalog.engine.analysis.analyze import load_program
@@ -30,6 +30,7 @@ from deltalog.schemas.relation import arrow_to_rows, rows_to_arrow
 from tests.dagster_project.tiny import NODES, START
 from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import EDB_ARITY, edb_data, programs
+from tests.pipelines import test_bag_inputs as bag_ops
 
 pytestmark = pytest.mark.spark
 
@@ -388,3 +389,66 @@ def test_an_executor_lost_mid_run_on_a_two_executor_cluster_applies_nothing_twic
     assert [s[1] for s in steps] == [1, 2, 3] and all(s[3] for s in steps)
     assert steps[1][2] >= 1  # the lost partition's retry returned its saved change
     assert "Lost executor" in child.stderr or "lost executor" in child.stderr.lower()
+
+
+@settings(max_examples=12, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@example(first=[(1, 2), (1, 2), (2, 3)], ops=[("overwrite", [(1, 2), (2, 3)]),
+                                              ("append", [(2, 3)]), ("delete", 2)])
+@example(first=[(1, 2)], ops=[("append", [(1, 2), (3, 1)]), ("merge_delete", (1, 2))])
+@given(first=st.lists(bag_ops._edge, max_size=6),
+       ops=st.lists(bag_ops._ops, min_size=1, max_size=5))
+def test_bag_inputs_partitioned_tell_last_copies_apart_without_lookups(spark, first, ops,
+                                                                     monkeypatch):
+    """Random bag writes (appends of rows already there, overwrites with repeats, deletes
+    by predicate, a MERGE that deletes): the partitions keep the copies and turn the
+    feed's weights into set changes themselves; no run looks a row up in the table, and
+    the tables equal the naive evaluator on the set of rows."""
+    from deltalake import write_deltalake
+
+    from tests.dagster_project.tiny import edge_table, make_pipeline, run_all, tables_right
+
+    lookups: list[int] = []
+    real = delta_io.rows_with_keys
+
+    def counted(uri, version, keys):
+        lookups.append(keys.num_rows)
+        return real(uri, version, keys)
+
+    monkeypatch.setattr(delta_io, "rows_with_keys", counted)
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, root = make_pipeline(Path(tmp))
+        uri = spec.table_uri(root, "edge")
+        write_deltalake(uri, edge_table(first), mode="overwrite")
+        bag = list(first)
+        run_all(spec, root, spark=spark, partitions=4)
+        for op, arg in ops:
+            bag = bag_ops._apply(op, arg, uri, bag)
+            results = run_all(spec, root, spark=spark, partitions=4)
+            assert tables_right(spec, root, sorted(set(bag))), (op, arg)
+            assert results["path"].stats["partitioning"].startswith("partitioned by key")
+        assert lookups == []
+
+
+def test_too_many_copies_in_a_partition_send_that_tables_changes_as_sets(spark, tmp_path,
+                                                                        monkeypatch):
+    """Past ``COPIES_MAX`` rows held more than once in a partition, it keeps none and the
+    driver sends that table's later changes as set changes (deleted rows looked up)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from deltalog.pipelines import inputs
+    from tests.dagster_project.tiny import edge_table, make_pipeline, run_all, tables_right
+
+    monkeypatch.setattr(inputs, "COPIES_MAX", 1)
+    spec, root = make_pipeline(tmp_path)
+    uri = spec.table_uri(root, "edge")
+    write_deltalake(uri, edge_table([(1, 2), (1, 2), (2, 3), (2, 3)]), mode="overwrite")
+    run_all(spec, root, spark=spark, partitions=4)
+    path = state_path(root, spec.name, spec.stratum_of("path"))
+    assert load_state(path).extra["set_inputs"] == ["edge"]
+    DeltaTable(uri).delete("src = 2")
+    run_all(spec, root, spark=spark, partitions=4)
+    assert tables_right(spec, root, [(1, 2)])
+    write_deltalake(uri, edge_table([(1, 2)]), mode="overwrite")  # one copy of two gone
+    run_all(spec, root, spark=spark, partitions=4)
+    assert tables_right(spec, root, [(1, 2)])

@@ -49,6 +49,7 @@ class SparkRun:
     shuffled_bytes: int = 0
     retried: int = 0
     changes: dict[str, tuple[pa.Table, pa.Table]] = field(default_factory=dict)
+    copies_unknown: set[str] = field(default_factory=set)  # tables too duplicated to track
 
 
 def _route(split: SplitStratum, rows_acc: Any, bytes_acc: Any):  # type: ignore[no-untyped-def]
@@ -169,6 +170,7 @@ def _collected(job: PartitionJob, collected: list[Record]) -> SparkRun:
             for pred, n in stats.pop("sizes", {}).items():
                 run.sizes[pred] = run.sizes.get(pred, 0) + int(n)
             run.retried += int(stats.pop("retried", 0))
+            run.copies_unknown.update(stats.pop("copies_unknown", ()))
             for key, value in stats.items():
                 run.stats[key] = run.stats.get(key, 0) + value
         elif name == ERROR:
