@@ -45,9 +45,15 @@ from deltalog.pipelines.state_store import (
 
 STATS = "\x00stats"
 ERROR = "\x00error"
+END = "\x00end"  # a map partition's trailer: (END, its number, rows it sent here)
 OUT_OF_STEP = "out of step"
 
 Record = tuple[str, int, bytes]
+
+
+class IncompleteInput(Exception):
+    """A task's input ended before every map partition's trailer, or holds other rows than
+    the trailers count: the task fails (Spark runs it again), having changed nothing."""
 
 
 class PartitionFailed(DeltalogError):
@@ -91,6 +97,7 @@ class PartitionJob:
     sources: Mapping[str, str] = field(default_factory=dict)
     bags: frozenset[str] = frozenset()
     copies_max: int = COPIES_MAX  # rows held more than once kept per input at the most
+    maps: int = -1  # map partitions whose trailers a complete input holds (-1: no check)
 
 
 def part_path(folder: str | Path, k: int) -> Path:
@@ -110,6 +117,8 @@ def run_partition(job: PartitionJob, k: int, records: Iterable[Record],
         yield (ERROR, k, msgpack.packb([type(err).__name__, err.code, err.message,
                                         str(err.where or "")]))
         return
+    except IncompleteInput:
+        raise  # a failed task: Spark tries it again
     except Exception as err:
         yield (ERROR, k, msgpack.packb([type(err).__name__, "", str(err), ""]))
         return
@@ -128,10 +137,18 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
         return _saved_output(state), {"retried": 1, "sizes": state.extra.get("sizes", {})}
     rows: dict[str, dict[Row, int]] = defaultdict(dict)
     received = 0
+    trailers: dict[int, int] = {}
     for name, weight, data in records:
+        if name == END:
+            trailers[weight] = int(msgpack.unpackb(data))
+            continue
         row = unpack_row(data)
         rows[name][row] = rows[name].get(row, 0) + weight
         received += 1
+    if job.maps >= 0 and (len(trailers) != job.maps or sum(trailers.values()) != received):
+        raise IncompleteInput(
+            f"partition {k}: {received} rows and the trailers of {len(trailers)} of "
+            f"{job.maps} map partitions (counting {sum(trailers.values())} rows)")
     opened = None
     deltas: dict[str, Delta] = {}
     unknown: set[str] = set()

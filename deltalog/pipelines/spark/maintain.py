@@ -11,7 +11,7 @@ Only the derived change (and each task's counters) reaches the driver.
 """
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -22,6 +22,7 @@ from deltalog.engine.errors import DataError
 from deltalog.engine.partition import SplitStratum
 from deltalog.engine.storage import Delta
 from deltalog.pipelines.partitions import (
+    END,
     ERROR,
     STATS,
     PartitionFailed,
@@ -53,17 +54,25 @@ class SparkRun:
 
 
 def _route(split: SplitStratum, rows_acc: Any, bytes_acc: Any):  # type: ignore[no-untyped-def]
+    """The map side: each input partition ``m`` routes its records, then sends every
+    partition a trailer ``(END, m, rows sent to it)``, so that a task can tell a complete
+    input from one cut short (PySpark ends a task's input stream quietly when the JVM side
+    fails to fetch it, e.g. from a lost executor: the task must not apply a part)."""
     routes = {src: split.route(src) for src in {r.source for r in split.routes.values()}}
     parts = split.parts
 
-    def route(record: Record) -> Iterator[tuple[int, Record]]:
-        source, weight, data = record
-        row = unpack_row(data)
-        for name, r in routes.get(source, ()):
-            for k in r.targets(row, parts):
-                rows_acc.add(1)
-                bytes_acc.add(len(data) + len(name) + 8)
-                yield k, (name, weight, data)
+    def route(m: int, records: Iterable[Record]) -> Iterator[tuple[int, Record]]:
+        sent = [0] * parts
+        for source, weight, data in records:
+            row = unpack_row(data)
+            for name, r in routes.get(source, ()):
+                for k in r.targets(row, parts):
+                    rows_acc.add(1)
+                    bytes_acc.add(len(data) + len(name) + 8)
+                    sent[k] += 1
+                    yield k, (name, weight, data)
+        for k in range(parts):
+            yield k, (END, m, msgpack.packb(sent[k]))
 
     return route
 
@@ -133,7 +142,8 @@ def run_on_spark(
         rdd = sc.parallelize(records, max(1, min(split.parts, len(records) // 10_000 + 1)))
     else:
         rdd = records
-    routed = rdd.flatMap(_route(split, rows_acc, bytes_acc))
+    job = replace(job, maps=rdd.getNumPartitions())
+    routed = rdd.mapPartitionsWithIndex(_route(split, rows_acc, bytes_acc))
     shuffled = routed.partitionBy(split.parts, lambda k: k)
     outputs = shuffled.mapPartitionsWithIndex(_tasks(job))
     if tables is not None:
