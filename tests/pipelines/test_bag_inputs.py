@@ -46,10 +46,8 @@ def _apply(op: str, arg, uri: str, bag: list[tuple[int, int]]) -> list[tuple[int
     return [e for e in bag if e != arg]
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(first=st.lists(_edge, max_size=6), ops=st.lists(_ops, min_size=1, max_size=6))
-def test_copies_follow_the_feed_and_no_row_is_looked_up(first, ops, monkeypatch):
+def count_lookups(monkeypatch) -> list[int]:
+    """The number of rows of every lookup in an input table from now on (the list grows)."""
     lookups: list[int] = []
     real = delta_io.rows_with_keys
 
@@ -58,6 +56,14 @@ def test_copies_follow_the_feed_and_no_row_is_looked_up(first, ops, monkeypatch)
         return real(uri, version, keys)
 
     monkeypatch.setattr(delta_io, "rows_with_keys", counted)
+    return lookups
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(first=st.lists(_edge, max_size=6), ops=st.lists(_ops, min_size=1, max_size=6))
+def test_copies_follow_the_feed_and_no_row_is_looked_up(first, ops, monkeypatch):
+    lookups = count_lookups(monkeypatch)
     with tempfile.TemporaryDirectory() as tmp:
         spec, root = make_pipeline(Path(tmp))
         uri = spec.table_uri(root, "edge")

@@ -408,14 +408,7 @@ def test_bag_inputs_partitioned_tell_last_copies_apart_without_lookups(spark, fi
 
     from tests.dagster_project.tiny import edge_table, make_pipeline, run_all, tables_right
 
-    lookups: list[int] = []
-    real = delta_io.rows_with_keys
-
-    def counted(uri, version, keys):
-        lookups.append(keys.num_rows)
-        return real(uri, version, keys)
-
-    monkeypatch.setattr(delta_io, "rows_with_keys", counted)
+    lookups = bag_ops.count_lookups(monkeypatch)
     with tempfile.TemporaryDirectory() as tmp:
         spec, root = make_pipeline(Path(tmp))
         uri = spec.table_uri(root, "edge")
