@@ -101,19 +101,29 @@ def spark_differences(
     for pred, uri in tables.items():
         schema = spec.program.schemas[pred]
         expected = conform(recomputed[pred], schema).persist()
-        actual = conform(delta_io.spark_dataframe(spark, uri), schema)
         try:
-            changes[pred] = (_arrow(expected.subtract(actual), schema),
-                             _arrow(actual.subtract(expected), schema))
+            changes[pred] = table_differences(spark, expected, uri, schema)
             sizes[pred] = expected.count()
         finally:
             expected.unpersist()
     return changes, sizes
 
 
-def _arrow(df: "DataFrame", schema: RelationSchema) -> pa.Table:
+def table_differences(
+    spark: "SparkSession", expected: "DataFrame", uri: str, schema: RelationSchema
+) -> tuple[pa.Table, pa.Table]:
+    """(rows of ``expected`` the table at ``uri`` lacks, rows of the table ``expected``
+    lacks), compared in Spark (the executors read the table); only they reach the driver,
+    as Arrow in the relation's schema."""
+    from deltalog.pipelines.spark.session import conform
+
+    actual = conform(delta_io.spark_dataframe(spark, uri), schema)
     arrow_form = arrow_schema(schema)
-    return normalize(df.toArrow()).rename_columns(arrow_form.names).cast(arrow_form)
+    pair = []
+    for df in (expected.subtract(actual), actual.subtract(expected)):
+        arrow = normalize(df.toArrow())
+        pair.append(arrow.rename_columns(arrow_form.names).cast(arrow_form))
+    return pair[0], pair[1]
 
 
 def table_edb_versions(

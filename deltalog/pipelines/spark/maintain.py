@@ -205,9 +205,8 @@ def _differences(
 ) -> dict[str, tuple[pa.Table, pa.Table]]:
     """Per relation: (rows the partitions derived that its table lacks, rows the table has
     that they did not), compared in Spark."""
-    from deltalog.pipelines import delta_io
-    from deltalog.pipelines.spark.session import conform
-    from deltalog.schemas.relation import arrow_schema, normalize, spark_schema
+    from deltalog.pipelines.recompute import table_differences
+    from deltalog.schemas.relation import spark_schema
 
     out = {}
     for pred, (uri, schema) in tables.items():
@@ -215,11 +214,5 @@ def _differences(
             return (unpack_row(data) for name, _, data in records if name == pred)
 
         derived = spark.createDataFrame(outputs.mapPartitions(rows_of), spark_schema(schema))
-        current = conform(delta_io.spark_dataframe(spark, uri), schema)
-        arrow_form = arrow_schema(schema)
-        pair = []
-        for df in (derived.subtract(current), current.subtract(derived)):
-            arrow = normalize(df.toArrow())
-            pair.append(arrow.rename_columns(arrow_form.names).cast(arrow_form))
-        out[pred] = (pair[0], pair[1])
+        out[pred] = table_differences(spark, derived, uri, schema)
     return out
