@@ -1,7 +1,10 @@
 """Evaluate a program from scratch: stratum by stratum, leapfrog triejoin for every rule
 body, semi-naive iteration for recursive strata.
 
-This is the ``recompute`` strategy, and the entry point the pipeline uses.
+``evaluate`` is the entry point (``deltalog eval``, the ``recompute`` strategy, lineage): it
+runs the columnar core (``deltalog.engine.columnar``). ``Evaluator`` here is the same
+algorithm on Python tuples, kept simple: the oracle the columnar core is tested against,
+and what runs the rare program the columnar core cannot code.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -10,6 +13,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.columnar.encoding import NotColumnar
+from deltalog.engine.columnar.evaluate import Columns, evaluate_columns
 from deltalog.engine.errors import NO_FIXPOINT, DataError
 from deltalog.engine.heads import aggregate_rows, check_functional, head_product, head_projection
 from deltalog.engine.join.leapfrog import leapfrog_triejoin
@@ -227,8 +232,23 @@ def evaluate(
     """IDB relations of ``prog`` over ``inputs`` (EDB relations, and optionally IDB
     relations of earlier strata, which are then not recomputed). ``preds`` selects the
     relations returned (default: every IDB). Raises ``DataError`` (DL3xx) on bad data, and
-    DL312 when a recursive stratum passes ``max_iterations`` semi-naive rounds."""
+    DL312 when a recursive stratum passes ``max_iterations`` semi-naive rounds.
+
+    Runs on the columnar core (``deltalog.engine.columnar``); a program it cannot code
+    (an integer beyond 64 bits, a variable joining an int column with a float column)
+    runs on this module's tuple evaluator, and ``stats.core`` says which ran and why."""
+    stats = stats if stats is not None else JoinStats()
+    listed = {name: rows if isinstance(rows, Columns | list | tuple | set | frozenset)
+              else list(rows) for name, rows in inputs.items()}
+    try:
+        result = evaluate_columns(prog, listed, preds, stats, max_iterations)
+    except NotColumnar as why:
+        stats.core = f"tuples: {why}"
+    else:
+        stats.core = "columnar"
+        return {name: result.rows(name) for name in result.relations}
     ev = Evaluator(prog, max_iterations=max_iterations)
-    if stats is not None:
-        ev.stats = stats
-    return ev.run(inputs, preds)
+    ev.stats = stats
+    rows = {name: value.rows() if isinstance(value, Columns) else value
+            for name, value in listed.items()}
+    return ev.run(rows, preds)

@@ -18,7 +18,7 @@ from deltalog.engine.errors import (
     DeltalogError,
     NotSupportedError,
 )
-from deltalog.engine.evaluate import Evaluator
+from deltalog.engine.evaluate import evaluate
 from deltalog.engine.heads import check_functional, functional_conflict
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.segments import SegmentSink, SegmentSource
@@ -100,9 +100,7 @@ class RecomputeEngine:
         return {self._one(name, r) for r in rows}
 
     def _evaluate(self, stats: JoinStats) -> dict[str, frozenset[Row]]:
-        ev = Evaluator(self.prog)
-        ev.stats = stats
-        return ev.run(self.edb)
+        return evaluate(self.prog, self.edb, stats=stats)
 
     def relation(self, name: str) -> frozenset[Row]:
         if name in self.idb:

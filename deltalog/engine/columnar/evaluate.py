@@ -38,6 +38,14 @@ class Columns:
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
 
+    def rows(self) -> list[Row]:
+        """The rows as Python tuples."""
+        cols = [np.asarray(c.values, dtype=object)[np.asarray(c.indices)].tolist()
+                if isinstance(c, Dictionary)
+                else (c.tolist() if isinstance(c, np.ndarray) else list(c))
+                for c in self.columns]
+        return list(zip(*cols, strict=True))
+
 
 Input = Iterable[Row] | Columns
 

@@ -134,7 +134,7 @@ class Relation:
     repacks), where a batch's new rows are found by sorting its keys and walking the
     held ones; or, for wider rows, in a buffer with a hash set over it."""
 
-    __slots__ = ("_buf", "_canon", "_frozen", "_indexes", "_keys", "_n", "_pack",
+    __slots__ = ("_buf", "_canon", "_frozen", "_hashed", "_indexes", "_keys", "_n", "_pack",
                  "_pending", "_sorted", "_table", "arity")
 
     def __init__(self, rows: I64, is_sorted: bool = False):
@@ -149,6 +149,7 @@ class Relation:
         self._keys: I64 | None = None
         self._pending: list[I64] = []
         self._canon: I64 | None = None  # the rows sorted (packed mode)
+        self._hashed = False  # grows in the buffer with the hash set
 
     @classmethod
     def of(cls, rows: I64) -> "Relation":
@@ -201,12 +202,14 @@ class Relation:
         if not rows.shape[0]:
             return
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        if self._keys is None and self._table is None:
+        if self._keys is None and self._table is None and not self._hashed:
             held = self._buf[: self._n]
             pack = _pack_for(np.concatenate([held, rows]) if self._n else rows, None)
             if pack is not None:
                 self._pack = pack
                 self._keys = _distinct_keys(pack.keys(held))
+            else:
+                self._hashed = True
         if self._keys is not None:
             assert self._pack is not None
             if not self._pack.fits(rows):
@@ -242,6 +245,7 @@ class Relation:
         held = old.rows(self._keys)
         self._buf, self._n, self._frozen = held, held.shape[0], held.shape[0]
         self._sorted = True
+        self._hashed = True
         pending = [old.rows(k) for k in self._pending]
         self._keys, self._pack, self._pending, self._canon = None, None, [], None
         for p in pending:

@@ -21,6 +21,8 @@ class JoinStats:
     # Count queries of complement iteration (ranks and selects on sorted indexes; Veldhuizen 2014
     # §3.1.2), beside the iterator operations they serve.
     counts: int = 0
+    # Which evaluator ran (``deltalog.engine.evaluate.evaluate``): "columnar", or "tuples: why".
+    core: str = ""
 
     @property
     def operations(self) -> int:
