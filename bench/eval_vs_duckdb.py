@@ -1,10 +1,15 @@
 """Full evaluation, ours against DuckDB, on the same data in the same process.
 
-Each workload is a Datalog program evaluated by ``deltalog.engine.evaluate`` and the same query in
-SQL (joins, ``WITH RECURSIVE ... UNION`` for set semantics) run by DuckDB. Both answers are
-compared row for row before a time is printed: a ratio between different answers is noise.
+Each workload is a Datalog program and the same query in SQL (joins, ``WITH RECURSIVE ...
+UNION`` for set semantics) run by DuckDB over tables already loaded. Ours is timed three
+ways: the columnar core on columns (``deltalog.engine.columnar.evaluate_columns``: inputs as
+numpy/dictionary columns, the result as code arrays, as DuckDB's is a table), the same
+through ``deltalog.engine.evaluate`` (Python rows in, Python sets of tuples out: what
+``deltalog eval`` and the ``recompute`` strategy call), and the tuple evaluator the columnar
+core replaced (``Evaluator``, kept as the oracle). Every answer is compared row for row with
+DuckDB's before a time is printed: a ratio between different answers is noise.
 
-    .venv/bin/python -m bench.eval_vs_duckdb [--quick]
+    .venv/bin/python -m bench.eval_vs_duckdb [--quick] [--no-tuples]
 """
 
 import argparse
@@ -22,7 +27,9 @@ import pyarrow.compute as pc
 from bench.common import format_table, peak_rss_mb, timed_adaptive
 from deltalog.engine.analysis.analyze import analyze, load_program
 from deltalog.engine.analysis.program import AnalyzedProgram
-from deltalog.engine.evaluate import evaluate
+from deltalog.engine.columnar.evaluate import Columns, Dictionary, evaluate_columns
+from deltalog.engine.evaluate import Evaluator, evaluate
+from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.syntax.ast import Atom, Negation
 from deltalog.engine.syntax.parser import parse_program
 from deltalog.engine.values import Row
@@ -47,6 +54,18 @@ SELECT x, y FROM path"""
 TRIANGLE_PROGRAM = """\
 .decl edge(src: int, dst: int)
 tri(x, y, z) :- edge(x, y), edge(y, z), edge(x, z), x < y, y < z."""
+
+FOUR_CYCLE_PROGRAM = """\
+.decl edge(src: int, dst: int)
+cycle(a, b, c, d) :- edge(a, b), edge(b, c), edge(c, d), edge(d, a), a < b, a < c, a < d."""
+
+FOUR_CYCLE_SQL = """\
+SELECT DISTINCT e1.src AS a, e1.dst AS b, e2.dst AS c, e3.dst AS d
+FROM edge e1 JOIN edge e2 ON e2.src = e1.dst JOIN edge e3 ON e3.src = e2.dst
+JOIN edge e4 ON e4.src = e3.dst AND e4.dst = e1.src
+WHERE e1.src < e1.dst AND e1.src < e2.dst AND e1.src < e3.dst"""
+
+TC_STRING_PROGRAM = TC_PROGRAM.replace("int", "string")
 
 TRIANGLE_SQL = """\
 SELECT DISTINCT a.src AS x, a.dst AS y, b.dst AS z
@@ -92,7 +111,9 @@ class Result:
     workload: str
     rows_in: int
     rows_out: int
-    ours: float
+    ours: float  # the columnar core, columns in and out
+    rows_api: float  # the columnar core through evaluate(): Python rows in and out
+    tuples: float | None  # the tuple evaluator (None: not run)
     duckdb: float
     duckdb_one_thread: float
 
@@ -110,6 +131,12 @@ def random_edges(nodes: int, edges: int, seed: int) -> pa.Table:
         {"src": [a for a, _ in pairs], "dst": [b for _, b in pairs]},
         schema=pa.schema([("src", pa.int64()), ("dst", pa.int64())]),
     )
+
+
+def named(table: pa.Table) -> pa.Table:
+    """The same graph with node names ``n<id>`` (strings) instead of ids."""
+    return pa.table({c: pc.binary_join_element_wise("n", pc.cast(table[c], pa.string()), "")
+                     for c in table.column_names})
 
 
 def slice_program(path: Path, goal: str) -> AnalyzedProgram:
@@ -149,24 +176,45 @@ def debian_tables(sections: frozenset[str] | None) -> dict[str, pa.Table]:
 
 def workloads(quick: bool) -> list[Workload]:
     tc_nodes, tc_edges = (300, 1_500) if quick else (2_000, 10_000)
-    tri_nodes, tri_edges = (1_000, 10_000) if quick else (10_000, 100_000)
+    tri_sizes = [(1_000, 10_000)] if quick else [(10_000, 100_000), (100_000, 1_000_000)]
+    cyc_nodes, cyc_edges = (300, 2_000) if quick else (2_000, 16_000)
     sections = frozenset({"admin"}) if quick else None
-    return [
+    tc_graph = random_edges(tc_nodes, tc_edges, seed=1)
+    out = [
         Workload(
             f"transitive closure {tc_nodes:,}/{tc_edges:,}",
             f"random graph, {tc_nodes:,} nodes, {tc_edges:,} distinct edges (seed 1)",
             load_program(TC_PROGRAM, "tc.dl"),
             "path",
-            {"edge": random_edges(tc_nodes, tc_edges, seed=1)},
+            {"edge": tc_graph},
             TC_SQL,
         ),
         Workload(
-            f"triangles {tri_nodes:,}/{tri_edges:,}",
-            f"random graph, {tri_nodes:,} nodes, {tri_edges:,} distinct edges (seed 2)",
+            f"closure, string names {tc_nodes:,}/{tc_edges:,}",
+            "the same graph, nodes named n0, n1, ... (string columns)",
+            load_program(TC_STRING_PROGRAM, "tc_strings.dl"),
+            "path",
+            {"edge": named(tc_graph)},
+            TC_SQL,
+        ),
+    ]
+    for i, (nodes, edges) in enumerate(tri_sizes):
+        out.append(Workload(
+            f"triangles {nodes:,}/{edges:,}",
+            f"random graph, {nodes:,} nodes, {edges:,} distinct edges (seed {2 + i})",
             load_program(TRIANGLE_PROGRAM, "triangles.dl"),
             "tri",
-            {"edge": random_edges(tri_nodes, tri_edges, seed=2)},
+            {"edge": random_edges(nodes, edges, seed=2 + i)},
             TRIANGLE_SQL,
+        ))
+    out += [
+        Workload(
+            f"4-cycles {cyc_nodes:,}/{cyc_edges:,}",
+            f"random graph, {cyc_nodes:,} nodes, {cyc_edges:,} distinct edges (seed 4)",
+            load_program(FOUR_CYCLE_PROGRAM, "cycles.dl"),
+            "cycle",
+            {"edge": random_edges(cyc_nodes, cyc_edges, seed=4)},
+            FOUR_CYCLE_SQL,
         ),
         Workload(
             "debian closure" + (" (admin)" if quick else ""),
@@ -179,6 +227,22 @@ def workloads(quick: bool) -> list[Workload]:
             DEBIAN_SQL,
         ),
     ]
+    return out
+
+
+def columns(table: pa.Table) -> Columns:
+    """An Arrow table as the columnar core's input: numbers as numpy arrays, strings
+    dictionary-encoded (Arrow's dictionary and indices)."""
+    out: list[Any] = []
+    for col in table.columns:
+        col = col.combine_chunks()
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            coded = pc.dictionary_encode(col)
+            out.append(Dictionary(coded.dictionary.to_numpy(zero_copy_only=False),
+                                  coded.indices.to_numpy()))
+        else:
+            out.append(col.to_numpy())
+    return Columns(out)
 
 
 def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
@@ -190,20 +254,31 @@ def _rows(table: pa.Table) -> list[Row]:
     return list(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
 
 
-def run_workload(w: Workload, con: duckdb.DuckDBPyConnection) -> Result:
+def run_workload(w: Workload, con: duckdb.DuckDBPyConnection, tuples: bool) -> Result:
     for name, table in w.tables.items():
         con.register(f"{name}_arrow", table)
         con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_arrow")
         con.unregister(f"{name}_arrow")
-    inputs = {name: _rows(table) for name, table in w.tables.items()}
+    rows = {name: _rows(table) for name, table in w.tables.items()}
+    cols = {name: columns(table) for name, table in w.tables.items()}
+    core = JoinStats()
 
-    def ours() -> frozenset[Row]:
-        return evaluate(w.program, inputs, preds=(w.relation,))[w.relation]
+    def ours() -> Any:
+        return evaluate_columns(w.program, cols, preds=(w.relation,), stats=core)
+
+    def rows_api() -> frozenset[Row]:
+        return evaluate(w.program, rows, preds=(w.relation,))[w.relation]
 
     def duck() -> Any:
         return con.execute(f"CREATE OR REPLACE TABLE result AS {w.sql}").fetchall()
 
-    mine, ours_s = timed_adaptive(ours)
+    result, ours_s = timed_adaptive(ours)
+    mine, rows_s = timed_adaptive(rows_api)
+    tuples_s = None
+    if tuples:
+        old, tuples_s = timed_adaptive(
+            lambda: Evaluator(w.program).run(rows, (w.relation,))[w.relation], repeat=1)
+        assert old == mine, f"{w.name}: the tuple evaluator and the columnar core differ"
     _, duck_s = timed_adaptive(duck)
     threads = _scalar(con, "SELECT current_setting('threads')")
     con.execute("SET threads = 1")
@@ -211,16 +286,18 @@ def run_workload(w: Workload, con: duckdb.DuckDBPyConnection) -> Result:
     con.execute(f"SET threads = {int(threads)}")
 
     count = _scalar(con, "SELECT count(*) FROM result")
+    assert result.rows(w.relation) == mine, f"{w.name}: columns and rows differ"
     assert len(mine) == count, f"{w.name}: ours has {len(mine)} rows, DuckDB {count}"
     theirs = set(con.execute("SELECT * FROM result").fetchall())
     assert len(theirs) == count, f"{w.name}: DuckDB's result has duplicate rows"
     if mine != theirs:
         missing, extra = sorted(theirs - mine)[:5], sorted(mine - theirs)[:5]
         raise AssertionError(f"{w.name}: results differ; missing {missing}, extra {extra}")
-    return Result(w.name, w.rows_in(), count, ours_s, duck_s, duck_one_s)
+    return Result(w.name, w.rows_in(), count, ours_s, rows_s, tuples_s, duck_s, duck_one_s)
 
 
-def run(quick: bool = False, out: Callable[[str], None] = print) -> list[Result]:
+def run(quick: bool = False, out: Callable[[str], None] = print,
+        tuples: bool = True) -> list[Result]:
     con = duckdb.connect()
     threads = _scalar(con, "SELECT current_setting('threads')")
     out(f"# eval_vs_duckdb: full evaluation, ours vs DuckDB {duckdb.__version__}"
@@ -232,14 +309,16 @@ def run(quick: bool = False, out: Callable[[str], None] = print) -> list[Result]
         out(f"## {w.name}: {w.description}")
         out(_indent(_program_text(w)))
         out(_indent(w.sql))
-        results.append(run_workload(w, con))
+        results.append(run_workload(w, con, tuples))
     con.close()
     out("")
     out(format_table(HEADERS, [_row(r) for r in results]))
     out("")
-    out("ours = engine.evaluate on Python tuples, single-threaded, including building its sorted")
-    out("indexes; duckdb = CREATE TABLE result AS <query> over tables already loaded. Best of 3")
-    out("when a run is under 1 s. Both answers are equal row for row (asserted).")
+    out("ours = the columnar core (evaluate_columns: numpy/dictionary columns in, code arrays")
+    out("out), single-threaded, including coding the inputs and building its sorted indexes;")
+    out("evaluate() = the same with Python rows in and sets of tuples out; tuples = the tuple")
+    out("evaluator it replaced; duckdb = CREATE TABLE result AS <query> over tables already")
+    out("loaded. Best of 3 when a run is under 1 s. Every answer equals DuckDB's (asserted).")
     out(f"peak RSS of the process: {peak_rss_mb():,.0f} MiB")
     return results
 
@@ -249,10 +328,13 @@ HEADERS: Sequence[str] = (
     "rows in",
     "rows out",
     "ours (s)",
+    "evaluate() (s)",
+    "tuples (s)",
     "duckdb (s)",
     "ours/duckdb",
     "duckdb 1 thread (s)",
     "ours/duckdb 1 thread",
+    "tuples/ours",
 )
 
 
@@ -262,10 +344,13 @@ def _row(r: Result) -> list[object]:
         r.rows_in,
         r.rows_out,
         r.ours,
+        r.rows_api,
+        "-" if r.tuples is None else r.tuples,
         r.duckdb,
         f"{r.ours / r.duckdb:.1f}x",
         r.duckdb_one_thread,
         f"{r.ours / r.duckdb_one_thread:.1f}x",
+        "-" if r.tuples is None else f"{r.tuples / r.ours:.0f}x",
     ]
 
 
@@ -280,8 +365,10 @@ def _indent(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.eval_vs_duckdb", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--no-tuples", action="store_true",
+                        help="do not time the tuple evaluator (the slowest column)")
     args = parser.parse_args(argv)
-    run(args.quick)
+    run(args.quick, tuples=not args.no_tuples)
     return 0
 
 

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.bench
 def test_eval_vs_duckdb_quick_answers_agree_and_print_a_table() -> None:
     lines: list[str] = []
     results = eval_vs_duckdb.run(quick=True, out=lines.append)
-    assert [r.workload.split()[0] for r in results] == ["transitive", "triangles", "debian"]
+    assert [r.workload.split()[0] for r in results] == [
+        "transitive", "closure,", "triangles", "4-cycles", "debian"]
     assert all(r.rows_out > 0 and r.rows_in > 0 for r in results)
     text = "\n".join(lines)
     assert "ours/duckdb" in text
