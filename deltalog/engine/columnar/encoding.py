@@ -86,7 +86,7 @@ class Codes:
         if isinstance(values, Dictionary):
             return self.encode(values.values, typ)[np.asarray(values.indices, np.int64)]
         if typ == "string":
-            rank = self._rank
+            rank: dict[Any, int] = self._rank
             listed = values.tolist() if isinstance(values, np.ndarray) else values
             return np.fromiter((rank[s] for s in listed), np.int64, len(listed))
         if typ == "float":

@@ -35,8 +35,10 @@ class Columns:
 
     columns: Sequence[Column]
 
+    rows_of_nullary: int = 0  # the rows of a relation of no columns (0 or 1 distinct)
+
     def __len__(self) -> int:
-        return len(self.columns[0]) if self.columns else 0
+        return len(self.columns[0]) if self.columns else self.rows_of_nullary
 
     def rows(self) -> list[Row]:
         """The rows as Python tuples."""
@@ -44,6 +46,8 @@ class Columns:
                 if isinstance(c, Dictionary)
                 else (c.tolist() if isinstance(c, np.ndarray) else list(c))
                 for c in self.columns]
+        if not cols:
+            return [()] * self.rows_of_nullary
         return list(zip(*cols, strict=True))
 
 
@@ -93,15 +97,16 @@ def _rule_strings(rule: Rule) -> list[str]:
     return out
 
 
-def _as_columns(rows: Input, arity: int) -> list[Column]:
+def _as_columns(rows: Input, arity: int) -> tuple[list[Column], int]:
+    """The columns of an input, and its number of rows (a nullary relation has none)."""
     if isinstance(rows, Columns):
         if len(rows.columns) != arity:
             raise ValueError(f"{len(rows.columns)} columns for a relation of {arity}")
-        return list(rows.columns)
+        return list(rows.columns), len(rows)
     listed = [tuple(r) for r in rows]
     if not listed:
-        return [[] for _ in range(arity)]
-    return [list(c) for c in zip(*listed, strict=True)]
+        return [[] for _ in range(arity)], 0
+    return [list(c) for c in zip(*listed, strict=True)], len(listed)
 
 
 class ColumnarEvaluator:
@@ -113,12 +118,12 @@ class ColumnarEvaluator:
 
     def run(self, inputs: Mapping[str, Input], preds: Iterable[str] | None = None) -> Result:
         prog = self.prog
-        given: dict[str, list[Column]] = {
+        given: dict[str, tuple[list[Column], int]] = {
             name: _as_columns(rows, prog.schemas[name].arity)
             for name, rows in inputs.items() if name in prog.schemas
         }
         strings = []
-        for name, cols in given.items():
+        for name, (cols, _) in given.items():
             for col, c in zip(cols, prog.schemas[name].columns, strict=True):
                 if c.type == "string":
                     strings.append(Codes.strings_of(col))
@@ -133,11 +138,13 @@ class ColumnarEvaluator:
         rels = result.relations
         for name, schema in prog.schemas.items():
             parts: list[I64] = []
-            if name in prog.facts and prog.facts[name]:
-                parts.append(self._encode(codes, schema, _as_columns(prog.facts[name], schema.arity)))
+            given_facts = prog.facts.get(name)
+            if given_facts:
+                parts.append(self._encode(codes, schema, *_as_columns(given_facts, schema.arity)))
             if name in given:
-                parts.append(self._encode(codes, schema, given[name]))
-            rels[name] = Relation.of(np.concatenate(parts)) if parts else Relation.empty(schema.arity)
+                parts.append(self._encode(codes, schema, *given[name]))
+            rels[name] = (Relation.of(np.concatenate(parts)) if parts
+                          else Relation.empty(schema.arity))
         for name in prog.edb:
             self._check_functional(result, name)
         compiled: dict[int, CompiledRule] = {}
@@ -156,16 +163,9 @@ class ColumnarEvaluator:
         return result
 
     @staticmethod
-    def _encode(codes: Codes, schema: RelationSchema, cols: list[Column]) -> I64:
-        if not schema.arity:
-            n = len(cols[0]) if cols else 0
-            return np.zeros((n, 0), np.int64)
-        if isinstance(cols[0], Dictionary):
-            n = len(cols[0])
-        else:
-            n = len(cols[0])
-        if not n:
-            return np.zeros((0, schema.arity), np.int64)
+    def _encode(codes: Codes, schema: RelationSchema, cols: list[Column], n: int) -> I64:
+        if not schema.arity or not n:
+            return np.zeros((n if not schema.arity else 0, schema.arity), np.int64)
         return np.stack([codes.encode(col, c.type)
                          for col, c in zip(cols, schema.columns, strict=True)], axis=1)
 

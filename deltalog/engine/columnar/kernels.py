@@ -139,7 +139,7 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     L = 0
     entering = True
     while True:
-        if run_last and entering and L == last:
+        if run_last and entering and last == L:
             a = slot_atom[s_last]
             d = slot_depth[s_last]
             rel = rels[a]
@@ -277,7 +277,7 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
         if not ok:
             entering = False  # the next value of this level (none for CONST or COPY)
             continue
-        if L + 1 < nlev:
+        if nlev > L + 1:
             L += 1
             entering = True
             continue
@@ -319,7 +319,7 @@ def _hash(buf, i):
 
 @njit(cache=True, nogil=True, inline="always")
 def _same(buf, i, j):
-    for c in range(buf.shape[1]):
+    for c in range(buf.shape[1]):  # noqa: SIM110 (a loop numba compiles)
         if buf[i, c] != buf[j, c]:
             return False
     return True

@@ -34,10 +34,10 @@ from deltalog.engine.columnar.rows import I64, Relation, sort_order
 from deltalog.engine.errors import DataError
 from deltalog.engine.exact_sum import group_out_of_range
 from deltalog.engine.heads import body_vars
-from deltalog.engine.join.plan import PreparedRule, choose_order, compare_assignments, prepare
+from deltalog.engine.join.plan import PreparedRule, choose_order, compare_assignments
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import aggregate, arith, compare, eval_expr
-from deltalog.engine.syntax.ast import BinOp, Compare, Const, Expr, Var, expr_vars
+from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
 
 Bool = NDArray[np.bool_]
 _EXACT = 2**53  # ints up to this size are exact as floats
@@ -92,9 +92,9 @@ class CompiledRule:
                     if isinstance(target, Var):
                         self.candidates.append((target.name, source, ("cmp", j)))
         agg = self.rule.aggregate
-        if agg is not None and agg.func in ("sum", "total") and agg.arg is not None:
-            if self.types.get(agg.arg.name) == "string":
-                raise NotColumnar("a sum of strings")
+        if (agg is not None and agg.func in ("sum", "total") and agg.arg is not None
+                and self.types.get(agg.arg.name) == "string"):
+            raise NotColumnar("a sum of strings")
 
     def _var_types(self) -> dict[str, str]:
         types: dict[str, str] = {}
@@ -132,7 +132,9 @@ class CompiledRule:
 
     # -- planning ---------------------------------------------------------------------
 
-    def _kernel_operand(self, e: Expr, typ: str, kvars: Mapping[str, int]) -> tuple[int, int] | None:
+    def _kernel_operand(
+        self, e: Expr, typ: str, kvars: Mapping[str, int]
+    ) -> tuple[int, int] | None:
         """(kind, value) of a join check's operand of type ``typ``: a level, or a code."""
         if isinstance(e, Var):
             if e.name in kvars and self.types[e.name] == typ:
@@ -200,7 +202,7 @@ class CompiledRule:
                     c = prep.filters[origin[1]]
                     checks.append(("=", c.left, c.right))
                     used.add(origin)
-        for j, c in enumerate(prep.filters):
+        for c in prep.filters:
             if c.op != "=":
                 checks.append((c.op, c.left, c.right))
         nlev = len(kernel)
@@ -237,7 +239,7 @@ class CompiledRule:
         needed: set[str] = set(prep.head_vars)
         if self.rule.aggregate is not None:
             needed |= set(kernel)
-        for v, e in post_assign:
+        for _, e in post_assign:
             needed |= expr_vars(e)
         for _, left, right in post_checks:
             needed |= expr_vars(left) | expr_vars(right)
@@ -298,9 +300,9 @@ class CompiledRule:
         chk_ptr = np.zeros(len(plan.kernel) + 1, np.int64)
         chk: list[tuple[int, int, int, int, int]] = []
         for level in range(len(plan.kernel)):
-            for a, d in slots[level]:
-                slot_atom.append(a)
-                slot_depth.append(d)
+            for atom_no, depth in slots[level]:
+                slot_atom.append(atom_no)
+                slot_depth.append(depth)
             lev_ptr[level + 1] = len(slot_atom)
             chk.extend(plan.checks[level])
             chk_ptr[level + 1] = len(chk)

@@ -61,6 +61,7 @@ TYPED = """\
 .decl s(k: int, name: string)
 .decl f(k: int, v: float)
 .decl i(k: int, v: int)
+.decl flag()
 """
 
 # Rules over the typed relations; a program is a random subset (each rule stands alone).
@@ -88,6 +89,11 @@ TYPED_RULES = [
     "r18(k, w) :- i(k, a), f(k, b), w = a + b.",
     "r19[k] = t <- agg<<t = sum(v)>> i(k, v).",
     "r20(k) :- i(k, _), !f(k, 0.5).",
+    # relations of no columns
+    'r21() :- s(_, "a").',
+    "r22(k) :- i(k, _), flag().",
+    "r23() :- !flag().",
+    "r24[k] = n <- agg<<n = count()>> i(k, _), flag().",
 ]
 
 STRINGS = st.sampled_from(["", "a", "b", "ab", "B", "é", "zz", "a b", "\x00", "𝄞"])
@@ -103,6 +109,7 @@ def typed_data(draw):
         "s": draw(st.sets(st.tuples(KEYS, STRINGS), max_size=8)),
         "f": draw(st.sets(st.tuples(KEYS, FLOATS), max_size=8)),
         "i": draw(st.sets(st.tuples(KEYS, INTS), max_size=8)),
+        "flag": draw(st.sampled_from([set(), {()}])),
     }
 
 
@@ -118,12 +125,14 @@ def test_strings_floats_and_mixed_numbers_agree_with_the_tuple_evaluator(rules, 
 
 
 def test_columns_and_dictionary_inputs_give_what_rows_give():
-    prog = load_program(TYPED + "r(k, a, v) :- s(k, a), f(k, v).\n")
-    rows = {"s": [(1, "b"), (2, "a"), (1, "a")], "f": [(1, 0.5), (2, -0.0)]}
+    prog = load_program(TYPED + "r(k, a, v) :- s(k, a), f(k, v), flag().\n")
+    rows = {"s": [(1, "b"), (2, "a"), (1, "a")], "f": [(1, 0.5), (2, -0.0)], "flag": [()]}
     cols = {
         "s": Columns([np.array([1, 2, 1]), Dictionary(["a", "b"], np.array([1, 0, 0]))]),
         "f": Columns([[1, 2], np.array([0.5, -0.0])]),
+        "flag": Columns([], rows_of_nullary=1),
     }
+    assert len(Evaluator(prog).run(rows)["r"]) == 3
     assert evaluate_columns(prog, cols).rows("r") == Evaluator(prog).run(rows)["r"]
     assert evaluate(prog, cols)["r"] == Evaluator(prog).run(rows)["r"]
 
