@@ -63,8 +63,8 @@ class Result:
     relations: dict[str, Relation] = field(default_factory=dict)
 
     def columns(self, pred: str) -> list[NDArray[Any]]:
-        """The relation's columns as values (int64, float64 or StringDType arrays), rows
-        sorted by value."""
+        """The relation's columns as values (int64 and float64 arrays, arrays of str), the
+        rows in no particular order."""
         rows = self.relations[pred].rows
         return [self.codes.decode(rows[:, i], c.type)
                 for i, c in enumerate(self.schemas[pred].columns)]
@@ -173,7 +173,7 @@ class ColumnarEvaluator:
         schema = self.prog.schemas[name]
         if not schema.functional:
             return
-        rows = result.relations[name].rows
+        rows = result.relations[name].index(tuple(range(schema.arity)))  # sorted
         k = schema.key_arity
         if len(rows) < 2:
             return

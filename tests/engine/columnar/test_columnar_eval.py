@@ -215,3 +215,16 @@ def test_ints_widen_into_float_columns_and_big_ints_have_no_code():
         codes.encode([2**64], "int")
     with pytest.raises(NotColumnar):
         codes.code(2**53 + 1, "float")  # no float equals it
+
+
+def test_a_functional_conflict_in_rows_too_wide_to_pack_is_found():
+    """Rows whose columns span more than 62 bits together grow in a hash set in the order
+    they come (here: e's rows, then f's): the conflict check reads them sorted."""
+    prog = load_program(
+        ".decl e(a: int, b: int, c: int)\n.decl f(a: int, b: int, c: int)\n"
+        "r[x, y] = z <- e(x, y, z).\nr[x, y] = z <- f(x, y, z).\n")
+    big = 2**62
+    data = {"e": [(0, 5, 3), (big, big, 1)], "f": [(-big, -big, 2), (0, 5, 4)]}
+    with pytest.raises(DataError) as err:
+        _columnar(prog, data)
+    assert "r[0, 5] = 3. and r[0, 5] = 4." in str(err.value)
