@@ -11,6 +11,7 @@ int column with a float column) raises ``NotColumnar`` with the reason.
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -103,10 +104,11 @@ def _as_columns(rows: Input, arity: int) -> tuple[list[Column], int]:
         if len(rows.columns) != arity:
             raise ValueError(f"{len(rows.columns)} columns for a relation of {arity}")
         return list(rows.columns), len(rows)
-    listed = [tuple(r) for r in rows]
-    if not listed:
-        return [[] for _ in range(arity)], 0
-    return [list(c) for c in zip(*listed, strict=True)], len(listed)
+    listed = rows if isinstance(rows, list) else list(rows)
+    for row in listed[:1]:
+        if len(row) != arity:
+            raise ValueError(f"a row of {len(row)} values for a relation of {arity}")
+    return [list(map(itemgetter(i), listed)) for i in range(arity)], len(listed)
 
 
 class ColumnarEvaluator:

@@ -95,7 +95,7 @@ def _compare(op, a, b):
 @njit(cache=True, nogil=True)
 def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
          chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv,
-         low_kind, low_val, low_strict, out_levels, exist_level, counters):
+         low_kind, low_val, low_strict, out_levels, exist_level, counters, lo0, hi0):
     """Every binding of the plan's levels, projected on ``out_levels`` (rows of the result).
 
     Level L binds one variable: ``lev_kind[L]`` JOIN (leapfrog over the atoms in slots
@@ -106,6 +106,8 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     (kind 1). ``low_*`` give a JOIN level a lower bound (kind 0 level, kind 1 code, -1
     none; strict: ``>``), a shortcut for a check that stays. Levels from ``exist_level``
     on are existential: one witness is enough, the search backs up at the first.
+
+    The first level's values are restricted to [lo0, hi0]: threads split a join by them.
 
     When the last level reads one atom's last column and checks nothing, its values are
     distinct: the rows of its range are emitted in one loop (a run, not a search each).
@@ -123,6 +125,12 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     ahi = np.zeros((natoms, maxd), np.int64)
     for a in range(natoms):
         ahi[a, 0] = rels[a].shape[0]
+    if nlev > 0:
+        for s in range(lev_ptr[0], lev_ptr[1]):
+            a = slot_atom[s]
+            rel = rels[a]
+            alo[a, 0] = _gallop(rel, 0, 0, rel.shape[0], lo0)
+            ahi[a, 0] = _past(rel, 0, alo[a, 0], rel.shape[0], hi0)
     pos = np.zeros(nslots, np.int64)
     val = np.zeros(max(nlev, 1), np.int64)
     nout = out_levels.shape[0]
@@ -537,3 +545,12 @@ def pack(rows, lo, shifts):
             k |= (rows[i, c] - lo[c]) << shifts[c]
         keys[i] = k
     return keys
+
+
+@njit(cache=True, nogil=True)
+def sorted_distinct_already(rows):
+    """Whether the rows are sorted lexicographically without repeats."""
+    for i in range(1, rows.shape[0]):  # noqa: SIM110 (a loop numba compiles)
+        if row_less(rows, i - 1, rows, i) >= 0:
+            return False
+    return True

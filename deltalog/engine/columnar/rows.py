@@ -58,6 +58,9 @@ def sorted_distinct(rows: I64) -> I64:
     """``rows`` sorted lexicographically without repeats."""
     if rows.shape[0] <= 1:
         return np.ascontiguousarray(rows)
+    rows = np.ascontiguousarray(rows)
+    if rows.shape[1] and kernels.sorted_distinct_already(rows):  # a table written in order
+        return rows
     out = sorted_rows(rows)
     if rows.shape[1] == 0:
         return out[:1]

@@ -19,8 +19,10 @@ no result for a division by zero or a float that is not finite. An integer resul
 64 bits has no code: ``NotColumnar``, and the evaluation runs on the tuple evaluator.
 """
 
+import os
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -308,15 +310,27 @@ class CompiledRule:
             chk_ptr[level + 1] = len(chk)
         ch = np.array(chk, np.int64).reshape(-1, 5)
         lows = np.array(plan.low, np.int64).reshape(-1, 3)
-        counters = np.zeros(4, np.int64)
-        out, n = kernels.lftj(
+        args = (
             tuple(rels),
             np.array(plan.kinds, np.int64), np.array(plan.args, np.int64), lev_ptr,
             np.array(slot_atom, np.int64), np.array(slot_depth, np.int64),
             chk_ptr, ch[:, 0].copy(), ch[:, 1].copy(), ch[:, 2].copy(), ch[:, 3].copy(),
             ch[:, 4].copy(), lows[:, 0].copy(), lows[:, 1].copy(), lows[:, 2].copy(),
-            np.array([pos[v] for v in plan.out], np.int64), plan.exist, counters,
+            np.array([pos[v] for v in plan.out], np.int64), plan.exist,
         )
+        parts = _split(plan, rels, slots[0] if slots else [])
+        if len(parts) == 1:
+            counters = np.zeros(4, np.int64)
+            out, n = kernels.lftj(*args, counters, *parts[0])
+        else:
+            # Threads over ranges of the first variable (the kernel releases the GIL).
+            counts = [np.zeros(4, np.int64) for _ in parts]
+            with ThreadPoolExecutor(THREADS) as pool:
+                done = list(pool.map(lambda i: kernels.lftj(*args, counts[i], *parts[i]),
+                                     range(len(parts))))
+            counters = np.sum(counts, axis=0)
+            out = np.concatenate([o[:k] for o, k in done])
+            n = out.shape[0]
         stats.opens += int(counters[kernels.C_OPENS])
         stats.seeks += int(counters[kernels.C_SEEKS])
         stats.nexts += int(counters[kernels.C_NEXTS])
@@ -511,6 +525,32 @@ class CompiledRule:
     def _key_values(self, codes: list[int]) -> list[Any]:
         return [self.codes.python(np.array([c], np.int64), col.type)[0]
                 for c, col in zip(codes, self.schema.columns, strict=False)]
+
+
+# Threads a join may use (ranges of its first variable), and the rows its largest first
+# atom must have before it is split.
+THREADS = min(os.cpu_count() or 1, 8)
+SPLIT_MIN = 20_000
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _split(plan: "_Plan", rels: Sequence[I64],
+           first: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[lo, hi] ranges of the first variable's codes for the threads: quantiles of the
+    largest atom that binds it, four per thread (the work per value is uneven: threads
+    take the next range when done); one range when the join is small or the first level
+    is not a join of atoms."""
+    whole = [(_I64_MIN, _I64_MAX)]
+    if THREADS < 2 or not first or plan.kinds[0] != kernels.JOIN or len(plan.kinds) < 2:
+        return whole
+    column = max((rels[a][:, 0] for a, _ in first), key=len)
+    if len(column) < SPLIT_MIN:
+        return whole
+    pieces = 4 * THREADS
+    cuts = sorted({int(column[len(column) * i // pieces]) for i in range(1, pieces)}
+                  - {_I64_MIN})
+    bounds = [_I64_MIN, *cuts]
+    return [(lo, hi - 1) for lo, hi in zip(bounds, cuts, strict=False)] + [(bounds[-1], _I64_MAX)]
 
 
 def _distinct_on(table: I64, width: int, nident: int) -> NDArray[np.intp]:

@@ -12,6 +12,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.columnar import rules
 from deltalog.engine.columnar.encoding import Codes, Dictionary, NotColumnar, float_codes
 from deltalog.engine.columnar.evaluate import Columns, evaluate_columns
 from deltalog.engine.errors import DataError
@@ -46,6 +47,20 @@ def test_random_programs_agree_with_the_tuple_and_naive_evaluators(text, data):
     assert got == _outcome(lambda: Evaluator(prog).run(data))
     if not isinstance(got, tuple):
         assert got == evaluate_naive(prog, data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=programs(), data=edb_data(), threads=st.integers(2, 3))
+def test_joins_split_over_threads_give_the_same_relations(text, data, threads):
+    """Every join split into ranges of its first variable, run by several threads."""
+    prog = load_program(text)
+    saved = rules.THREADS, rules.SPLIT_MIN
+    rules.THREADS, rules.SPLIT_MIN = threads, 1
+    try:
+        got = _outcome(lambda: _columnar(prog, data))
+    finally:
+        rules.THREADS, rules.SPLIT_MIN = saved
+    assert got == _outcome(lambda: Evaluator(prog).run(data))
 
 
 @settings(max_examples=200, deadline=None)
