@@ -105,3 +105,14 @@ class DataError(DeltalogError):
 
 class NotSupportedError(DeltalogError):
     code = UNSUPPORTED
+
+
+def no_fixpoint(preds: tuple[str, ...], iterations: int) -> DataError:
+    """DL312: a recursion still deriving facts at the iteration limit asked for."""
+    return DataError(
+        f"the recursion of {', '.join(preds)} still derives new facts "
+        f"after {iterations} iterations (the limit asked for); with arithmetic "
+        "in a recursive rule a program can derive facts without end",
+        preds[0],
+        NO_FIXPOINT,
+    )

@@ -15,7 +15,7 @@ from operator import itemgetter
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
 from deltalog.engine.columnar.encoding import NotColumnar
 from deltalog.engine.columnar.evaluate import Columns, evaluate_columns
-from deltalog.engine.errors import NO_FIXPOINT, DataError
+from deltalog.engine.errors import no_fixpoint
 from deltalog.engine.heads import aggregate_rows, check_functional, head_product, head_projection
 from deltalog.engine.join.leapfrog import leapfrog_triejoin
 from deltalog.engine.join.plan import Env, PreparedRule, build_plan, prepare
@@ -156,13 +156,7 @@ class Evaluator:
         iterations = 1
         while any(delta.values()):
             if self.max_iterations is not None and iterations >= self.max_iterations:
-                raise DataError(
-                    f"the recursion of {', '.join(stratum.preds)} still derives new facts "
-                    f"after {iterations} iterations (the limit asked for); with arithmetic "
-                    "in a recursive rule a program can derive facts without end",
-                    stratum.preds[0],
-                    NO_FIXPOINT,
-                )
+                raise no_fixpoint(stratum.preds, iterations)
             iterations += 1
             new = {p: set() for p in stratum.preds}
             for rule in recursive_rules:

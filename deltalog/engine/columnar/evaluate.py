@@ -21,7 +21,7 @@ from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema, St
 from deltalog.engine.columnar.encoding import Codes, Column, Dictionary, NotColumnar
 from deltalog.engine.columnar.rows import I64, Relation
 from deltalog.engine.columnar.rules import CompiledRule
-from deltalog.engine.errors import NO_FIXPOINT, DataError
+from deltalog.engine.errors import no_fixpoint
 from deltalog.engine.heads import functional_conflict
 from deltalog.engine.join.plan import prepare
 from deltalog.engine.join.trie import JoinStats
@@ -205,13 +205,7 @@ class ColumnarEvaluator:
         iterations = 1
         while any(len(d) for d in delta.values()):
             if self.max_iterations is not None and iterations >= self.max_iterations:
-                raise DataError(
-                    f"the recursion of {', '.join(stratum.preds)} still derives new facts "
-                    f"after {iterations} iterations (the limit asked for); with arithmetic "
-                    "in a recursive rule a program can derive facts without end",
-                    stratum.preds[0],
-                    NO_FIXPOINT,
-                )
+                raise no_fixpoint(stratum.preds, iterations)
             iterations += 1
             for cr in recursive_rules:
                 atoms = cr.prep.atoms

@@ -456,35 +456,6 @@ def has_prefix(index, queries):
 
 
 @njit(cache=True, nogil=True)
-def merge_keys(a, b):
-    """a and b (each sorted, distinct) merged, sorted and distinct."""
-    na, nb = a.shape[0], b.shape[0]
-    out = np.empty(na + nb, np.int64)
-    i = j = n = 0
-    while i < na and j < nb:
-        x = a[i]
-        y = b[j]
-        if x <= y:
-            out[n] = x
-            i += 1
-            if x == y:
-                j += 1
-        else:
-            out[n] = y
-            j += 1
-        n += 1
-    while i < na:
-        out[n] = a[i]
-        i += 1
-        n += 1
-    while j < nb:
-        out[n] = b[j]
-        j += 1
-        n += 1
-    return out[:n]
-
-
-@njit(cache=True, nogil=True)
 def absent_keys(keys, held):
     """Which of ``keys`` (sorted, distinct) ``held`` (sorted) does not hold; galloping, so
     a few keys against a large set cost their number times a logarithm."""

@@ -264,7 +264,7 @@ class Relation:
             new = self._pending[0] if len(self._pending) == 1 else _distinct_keys(
                 np.concatenate(self._pending))
             self._pending = []
-            self._keys = kernels.merge_keys(self._keys, new)
+            self._keys = kernels.merge_rows(self._keys.reshape(-1, 1), new.reshape(-1, 1))[:, 0]
             self._canon = None
             delta = Relation(self._pack.rows(new), True)
         else:

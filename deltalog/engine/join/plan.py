@@ -57,7 +57,8 @@ def prepare(rule: Rule) -> PreparedRule:
     """The rule's body for the joins. An atom that repeats another up to its wildcards
     (``e(4, _), e(4, _)``) is the same condition under set semantics and is kept once: the
     joins would otherwise combine every witness of each copy (a counting join, DBSP's,
-    enumerates them all)."""
+    enumerates them all). Not in an aggregate's body: there each wildcard is a variable of
+    the assignments the aggregate counts (``count()`` over ``u(_), u(_)`` counts pairs)."""
     atoms: list[PlanAtom] = []
     assigns: list[tuple[str, Expr]] = []
     filters: list[Compare] = []
@@ -69,7 +70,8 @@ def prepare(rule: Rule) -> PreparedRule:
         if isinstance(item, Atom):
             key = (item.pred, item.functional, *(
                 ("const", a.value) if isinstance(a, Const) else
-                ("_",) if a.name in wild else ("var", a.name) for a in item.args))
+                ("_",) if a.name in wild and rule.aggregate is None else ("var", a.name)
+                for a in item.args))
             if key in seen:
                 continue
             seen.add(key)
