@@ -798,8 +798,9 @@ class _Rel:
         self.blen = _grown(self.blen, n, 0)
 
     def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
-                 index: bool = True) -> None:
-        """(initialize, compaction) The facts, sorted, as the main part; no young part."""
+                 index: bool = True, by_swapped: tuple[I64, I64] | None = None) -> None:
+        """(initialize, compaction) The facts, sorted, as the main part; no young part.
+        ``by_swapped``: the swapped keys, sorted, and their facts' positions, when known."""
         n = len(keys)
         self.keys, self.n_ids = keys, n
         self.depth, self.bstart, self.blen = depth, bstart, blen
@@ -809,7 +810,9 @@ class _Rel:
         self.index = None
         if index:
             self._index_keys()
-        if self.arity == 2:
+        if self.arity == 2 and by_swapped is not None:
+            self.skeys, self.sid = by_swapped
+        elif self.arity == 2:
             sk = _swap(keys)
             order = np.argsort(sk)
             self.skeys, self.sid = sk[order], order.astype(np.int64)
@@ -1271,7 +1274,12 @@ class ColumnarStratum:
         ct = self._zsets(c0)
         births: dict[str, list[tuple[I64, I32, I64]]] = {p: [] for p in self.rels}
         layers: dict[str, list[I64]] = {p: [] for p in self.rels}
-        members: dict[str, I64] = {p: _E64 for p in self.rels}  # sorted, all depths
+        # per relation: its facts so far (sorted), their depths, and the facts by swapped
+        # key with their positions (binary relations), each kept by merging a round's new
+        # facts in, not by sorting again
+        members: dict[str, I64] = {p: _E64 for p in self.rels}
+        depths: dict[str, I32] = {p: _E32 for p in self.rels}
+        swapped: dict[str, tuple[I64, I64]] = {p: (_E64, _E64) for p in self.rels}
         t = 0
         while True:
             born = 0
@@ -1283,12 +1291,25 @@ class ColumnarStratum:
                 new = k[~hit]
                 layers[pred].append(new)
                 if len(new):
-                    members[pred] = _merge_sorted(members[pred], new)[0]
+                    merged, pos_old, pos_new = _merge_sorted(members[pred], new)
+                    depth = np.empty(len(merged), np.int32)
+                    depth[pos_old] = depths[pred]
+                    depth[pos_new] = t
+                    members[pred], depths[pred] = merged, depth
+                    if self.rels[pred].arity == 2:
+                        sk, sid = swapped[pred]
+                        nsk = _swap(new)
+                        order = np.argsort(nsk)
+                        both, at_old, at_new = _merge_sorted(sk, nsk[order])
+                        ids = np.empty(len(both), np.int64)
+                        ids[at_old] = pos_old[sid]
+                        ids[at_new] = pos_new[order]
+                        swapped[pred] = (both, ids)
                     born += len(new)
             for pred in self.rels:
                 if len(layers[pred]) <= t:
                     layers[pred].append(_E64)
-            self._build_rels(members, layers)
+            self._build_rels(members, depths, swapped)
             if not born or not self.recursive_rules:
                 break
             t += 1
@@ -1323,21 +1344,20 @@ class ColumnarStratum:
                 bstart = np.cumsum(blen) - blen
                 rel.pool_n = rel.live = len(bk)
                 rel.bhist = _hist(bt)
-            rel.set_main(rel.keys, rel.depth[:n], bstart, blen)
+            rel.set_main(rel.keys, rel.depth[:n], bstart, blen,
+                         by_swapped=(rel.skeys, rel.sid) if rel.arity == 2 else None)
             rel.hist = _hist(rel.depth[:n])
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         return {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
 
-    def _build_rels(self, members: Mapping[str, I64], layers: Mapping[str, list[I64]]) -> None:
-        """(initialize) The member arrays with depths, from the layers so far."""
+    def _build_rels(self, members: Mapping[str, I64], depths: Mapping[str, I32],
+                    swapped: Mapping[str, tuple[I64, I64]]) -> None:
+        """(initialize) The member arrays with depths, and by swapped key, so far."""
         for pred, rel in self.rels.items():
             keys = members[pred]
-            depth = np.empty(len(keys), np.int32)
-            for d, layer in enumerate(layers[pred]):
-                if len(layer):
-                    depth[np.searchsorted(keys, layer)] = d
-            rel.set_main(keys, depth, np.zeros(len(keys), np.int64),
-                         np.zeros(len(keys), np.int64), index=False)
+            rel.set_main(keys, depths[pred], np.zeros(len(keys), np.int64),
+                         np.zeros(len(keys), np.int64), index=False,
+                         by_swapped=swapped[pred] if rel.arity == 2 else None)
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:
