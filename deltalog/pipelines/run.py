@@ -307,10 +307,7 @@ class StratumRun:
     ) -> list[StratumResult]:
         """Maintain from the state's input versions to ``inputs``: one run, ``seq + 1``."""
         txns = {p: (state.written.get(p), state.table_versions.get(p, -1)) for p in self.preds}
-        # Unchanged inputs and EDB versions: nothing to record. Unchanged inputs under new
-        # EDB versions (an upstream change that cancelled out) still make a run: its
-        # record says which EDB versions the tables now stand for (lineage's "as of").
-        if dict(inputs) == state.input_versions and dict(edbs) == state.edb_versions:
+        if dict(inputs) == state.input_versions:
             unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
             sizes = {p: engine.size(p) for p in self.preds}
             return self._results("unchanged", state.seq, inputs, edbs, unchanged, {}, sizes)
@@ -410,7 +407,7 @@ class StratumRun:
                         f"table '{pred}' is at version {version} with run {txn}, the saved "
                         f"state (run {state.seq}) expects version {expected[1]} with run "
                         f"{expected[0]}")
-            if dict(inputs) == state.input_versions and dict(edbs) == state.edb_versions:
+            if dict(inputs) == state.input_versions:
                 unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
                 return self._results("unchanged", state.seq, inputs, edbs, unchanged,
                                      self._split_stats(split), state.extra.get("sizes", {}))
