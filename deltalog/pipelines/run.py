@@ -145,6 +145,7 @@ class StratumRun:
         self.spark, self.partitions, self.broadcast_rows = spark, partitions, broadcast_rows
         self.preds = spec.program.strata[index].preds
         self.path = state_path(root, spec.name, index, state_root)
+        self.state_root = state_root
         self.digest = stratum_digest(spec.program, index)
         self.notes: list[str] = []
         self.reader = InputReader(root, spec, index)
@@ -298,6 +299,26 @@ class StratumRun:
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("full", seq, inputs, edbs, written, stats, sizes)
 
+    def _consumed_edbs(self, edbs: Mapping[str, int]) -> dict[str, int]:
+        """The EDB versions this stratum's inputs stand for: an EDB input's own version, an
+        IDB input's those its stratum's last run consumed. ``edbs`` (the EDB tables'
+        current versions) where that is not known or the inputs disagree."""
+        spec = self.spec
+        out: dict[str, int] = {}
+        for pred in spec.upstream(spec.program.strata[self.index]):
+            if pred in edbs:
+                known = {pred: int(edbs[pred])}
+            else:
+                upstream = load_state(state_path(self.root, spec.name, spec.stratum_of(pred),
+                                                 self.state_root))
+                if upstream is None:
+                    return dict(edbs)
+                known = {str(k): int(v) for k, v in upstream.edb_versions.items()}
+            for table, version in known.items():
+                if out.setdefault(table, version) != version:
+                    return dict(edbs)
+        return out if set(out) == set(edbs) else dict(edbs)
+
     def _step(
         self,
         engine: IncrementalEngine,
@@ -308,9 +329,14 @@ class StratumRun:
         """Maintain from the state's input versions to ``inputs``: one run, ``seq + 1``."""
         txns = {p: (state.written.get(p), state.table_versions.get(p, -1)) for p in self.preds}
         if dict(inputs) == state.input_versions:
-            unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
-            sizes = {p: engine.size(p) for p in self.preds}
-            return self._results("unchanged", state.seq, inputs, edbs, unchanged, {}, sizes)
+            consumed = self._consumed_edbs(edbs)
+            if consumed == state.edb_versions:
+                unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
+                sizes = {p: engine.size(p) for p in self.preds}
+                return self._results("unchanged", state.seq, inputs, edbs, unchanged, {}, sizes)
+            # The inputs are the same tables but stand for newer EDB versions (an upstream
+            # change that cancelled out): a run with no change records them, for lineage.
+            edbs = consumed
         copies = _copied(state.copies)
         deltas = self._changes(state.input_versions, inputs, copies, engine)
         self.reader.check_functional(engine, deltas, inputs)
@@ -408,9 +434,14 @@ class StratumRun:
                         f"state (run {state.seq}) expects version {expected[1]} with run "
                         f"{expected[0]}")
             if dict(inputs) == state.input_versions:
-                unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
-                return self._results("unchanged", state.seq, inputs, edbs, unchanged,
-                                     self._split_stats(split), state.extra.get("sizes", {}))
+                consumed = self._consumed_edbs(edbs)
+                if consumed == state.edb_versions:
+                    unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0,
+                                        frozenset())
+                    return self._results("unchanged", state.seq, inputs, edbs, unchanged,
+                                         self._split_stats(split),
+                                         state.extra.get("sizes", {}))
+                edbs = consumed  # as in _step
             return self._split_step(split, state, inputs, edbs, state.seq + 1)
         except _Unreconcilable as why:
             self._rebuilt(f"state and tables disagree ({why}): rebuilt from the tables")
