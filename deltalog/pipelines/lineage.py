@@ -36,7 +36,7 @@ from deltalog.engine.errors import (
 from deltalog.engine.evaluate import Database, evaluate
 from deltalog.engine.explain import Derivation, Explainer, render
 from deltalog.engine.runtime import IncrementalEngine
-from deltalog.engine.storage import Delta, add_into
+from deltalog.engine.storage import Delta
 from deltalog.engine.syntax.ast import Const
 from deltalog.engine.syntax.parser import parse_program
 from deltalog.engine.values import Row, Value, format_fact
@@ -157,7 +157,9 @@ def what_if(
             raise DataError(
                 f"'{pred}' is derived: what-if changes EDB facts only", "<argument>", BAD_VALUE
             )
-        add_into(change.setdefault(pred, {}), row, weight)
+        # Sets, not counts: the facts of ``delete`` go, then those of ``insert`` are there
+        # (a fact named twice is one change; one in both lists is there after).
+        change.setdefault(pred, {})[row] = weight
     out: dict[str, Delta] = {}
     for index in range(len(prog.strata)):
         engine = _current_engine(root, spec, index, state_root)

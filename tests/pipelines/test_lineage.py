@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from deltalog.engine.errors import DeltalogError
@@ -75,6 +75,8 @@ edges = st.tuples(st.integers(1, 7), st.integers(1, 7))
 
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+# a fact deleted twice and inserted is there after: no change
+@example(delete=[(3, 4), (3, 4)], insert=[(3, 4)])
 @given(delete=st.lists(st.sampled_from([*EDGES_V1, (4, 7)]), max_size=3),
        insert=st.lists(edges, max_size=3))
 def test_what_if_equals_two_recomputes_and_writes_nothing(pipeline, delete, insert):
