@@ -55,26 +55,9 @@ def _gallop(rel, d, lo, hi, v):
 @njit(cache=True, nogil=True, inline="always")
 def _past(rel, d, lo, hi, v):
     """The first row in [lo, hi) whose column d is > v (rows sorted on column d there)."""
-    if lo >= hi or rel[lo, d] > v:
-        return lo
-    step = 1
-    prev = lo
-    cur = lo + 1
-    while cur < hi and rel[cur, d] <= v:
-        prev = cur
-        step *= 2
-        cur = lo + step
-    if cur > hi:
-        cur = hi
-    lo2 = prev + 1
-    hi2 = cur
-    while lo2 < hi2:
-        mid = (lo2 + hi2) >> 1
-        if rel[mid, d] <= v:
-            lo2 = mid + 1
-        else:
-            hi2 = mid
-    return lo2
+    if v == INT64_MAX:
+        return hi
+    return _gallop(rel, d, lo, hi, v + 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -461,30 +444,12 @@ def absent_keys(keys, held):
     a few keys against a large set cost their number times a logarithm."""
     n = keys.shape[0]
     m = held.shape[0]
+    column = held.reshape((m, 1))
     out = np.ones(n, np.bool_)
     j = 0
     for i in range(n):
-        k = keys[i]
-        if j < m and held[j] < k:
-            step = 1
-            prev = j
-            cur = j + 1
-            while cur < m and held[cur] < k:
-                prev = cur
-                step *= 2
-                cur = j + step
-            if cur > m:
-                cur = m
-            lo = prev + 1
-            hi = cur
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if held[mid] < k:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            j = lo
-        if j < m and held[j] == k:
+        j = _gallop(column, 0, j, m, keys[i])
+        if j < m and held[j] == keys[i]:
             out[i] = False
     return out
 
