@@ -243,3 +243,20 @@ def test_a_functional_conflict_in_rows_too_wide_to_pack_is_found():
     with pytest.raises(DataError) as err:
         _columnar(prog, data)
     assert "r[0, 5] = 3. and r[0, 5] = 4." in str(err.value)
+
+
+def test_count_over_repeated_atoms_with_wildcards_counts_each_wildcard():
+    """``u(_), u(_)`` in an aggregate's body: two variables, so pairs are counted (as the
+    naive evaluator and Spark count them), in every evaluator and strategy."""
+    from deltalog.engine.runtime import make_engine
+
+    prog = load_program(".decl e(a: int, b: int)\n.decl u(a: int)\n"
+                        "r[x] = n <- agg<<n = count()>> e(x, _), u(_), u(_).\n")
+    data = {"e": {(0, 0)}, "u": {(0,), (1,)}}
+    assert _columnar(prog, data)["r"] == {(0, 4)} == evaluate_naive(prog, data)["r"]
+    assert Evaluator(prog).run(data)["r"] == {(0, 4)}
+    for strategy in ("auto", "sensitivity", "dbsp"):
+        engine = make_engine(prog, data, strategy)
+        assert engine.relation("r") == {(0, 4)}, strategy
+        engine.apply({"u": {(2,): 1}})
+        assert engine.relation("r") == {(0, 9)}, strategy
