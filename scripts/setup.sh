@@ -37,4 +37,6 @@ fi
 echo "== installing deltalog and its dependencies into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
 .venv/bin/python -m pip install --quiet -e '.[dev]'
+echo "== compiling the engine's kernels (numba; cached beside the modules)"
+.venv/bin/python -c "from deltalog.engine.columnar.evaluate import warm; warm()"
 echo "== setup done"

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
 from deltalog.engine.columnar.encoding import Codes, Column, Dictionary, NotColumnar
 from deltalog.engine.columnar.rows import I64, Relation
@@ -231,3 +232,28 @@ def evaluate_columns(
 
 
 __all__ = ["Columns", "Dictionary", "NotColumnar", "Result", "Value", "evaluate_columns"]
+
+
+_WARM_PROGRAM = """\
+.decl e(a: int, b: int)
+p1(x, y) :- e(x, y).
+p2(x, z) :- e(x, y), e(y, z).
+p3(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y.
+p4(a) :- e(a, b), e(b, c), e(c, d), e(d, a).
+p5(a) :- e(a, b), e(b, c), e(c, d), e(d, f), e(f, a).
+path(x, y) :- e(x, y).
+path(x, z) :- path(x, y), e(y, z).
+n(x) :- e(x, _), !e(_, x).
+c[x] = k <- agg<<k = count()>> e(x, _).
+w(x, y) :- e(x, y), x > 3000000000000000000.
+w(x, y) :- e(x, y), y < -3000000000000000000.
+"""
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the kernels for the shapes most programs
+    have: joins of one to five atoms, recursion, negation, an aggregate, rows too wide
+    to pack. Setup calls it, so that a user's first evaluation does not compile."""
+    big = 2**62
+    edges = [(0, 1), (1, 2), (2, 0), (1, 3), (3, 1), (big, -big), (-big, big)]
+    evaluate_columns(load_program(_WARM_PROGRAM, "<warm>"), {"e": edges})
