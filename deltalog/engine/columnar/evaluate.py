@@ -155,9 +155,7 @@ class ColumnarEvaluator:
             if all(p in inputs for p in stratum.preds):
                 continue
             for rule in stratum.rules:
-                cr = CompiledRule(prog, prepare(rule), codes)
-                cr._negated_relation = rels.__getitem__
-                compiled[id(rule)] = cr
+                compiled[id(rule)] = CompiledRule(prog, prepare(rule), codes, rels)
             self._stratum(stratum, rels, compiled)
             for name in stratum.preds:
                 self._check_functional(result, name)

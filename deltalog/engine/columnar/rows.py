@@ -1,13 +1,13 @@
 """Relations as integer arrays: a ``Relation`` is distinct rows of codes (declared column
-order, in the order they were added) with, built on demand, its sorted indexes (the tries
-the joins read, one per column order) and a hash set over its rows.
+order) with, built on demand, its sorted indexes (the tries the joins read, one per column
+order).
 
-A relation a stratum derives grows round by round: each round's new rows are found by the
-hash set (a join's output probes it as it is produced, ``kernels.lftj``'s ``dedupe``), and
-are appended; the indexes are frozen during a round (a join of the round reads the
-relation as the round found it, as semi-naive evaluation requires) and at its end the
-round's rows, sorted, are merged into each index built so far. So a relation is sorted
-once per column order a join reads it in, then kept sorted by merges.
+A relation a stratum derives grows round by round: each round's new rows are found by
+their packed keys (or a hash set, for rows too wide to pack; ``Relation``) and held apart;
+the indexes are frozen during a round (a join of the round reads the relation as the
+round found it, as semi-naive evaluation requires) and at its end the round's rows,
+sorted, are merged into each index built so far. So a relation is sorted once per column
+order a join reads it in, then kept sorted by merges.
 """
 
 import numpy as np
@@ -19,23 +19,6 @@ I64 = NDArray[np.int64]
 Perm = tuple[int, ...]
 
 
-def _packing(rows: I64) -> tuple[I64, I64] | None:
-    """(minimums, shifts) that pack each row into one int64 keeping the order, if the
-    columns' ranges fit in 62 bits together."""
-    if not rows.shape[0]:
-        return None
-    lo, hi = kernels.bounds(rows)
-    widths = [int(h - m).bit_length() for h, m in zip(hi.tolist(), lo.tolist(), strict=True)]
-    if sum(widths) > 62:
-        return None
-    shifts = np.zeros(len(widths), np.int64)
-    acc = 0
-    for c in reversed(range(len(widths))):
-        shifts[c] = acc
-        acc += widths[c]
-    return lo, shifts
-
-
 def sort_order(rows: I64) -> NDArray[np.intp]:
     """The permutation that sorts ``rows`` lexicographically."""
     k = rows.shape[1]
@@ -43,10 +26,9 @@ def sort_order(rows: I64) -> NDArray[np.intp]:
         return np.arange(rows.shape[0])
     if k == 1:
         return np.argsort(rows[:, 0], kind="stable")
-    packing = _packing(rows)
-    if packing is not None:
-        lo, shifts = packing
-        return np.argsort(kernels.pack(rows, lo, shifts), kind="stable")
+    pack = _pack_for(rows, None)
+    if pack is not None:
+        return np.argsort(pack.keys(rows), kind="stable")
     return np.lexsort(rows.T[::-1])
 
 

@@ -74,11 +74,15 @@ class _Cols:
 class CompiledRule:
     """A rule prepared for the columnar core; ``run`` evaluates it over ``Relation``s."""
 
-    def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, codes: Codes):
+    def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, codes: Codes,
+                 relations: Mapping[str, Relation]):
+        """``relations``: every relation by name, as the evaluation holds them (negated
+        atoms are looked up there)."""
         self.prog = prog
         self.prep = prep
         self.rule = prep.rule
         self.codes = codes
+        self.relations = relations
         self.schema: RelationSchema = prog.schemas[self.rule.head.pred]
         self.types = self._var_types()
         self.nullary = [a.index for a in prep.atoms if not a.vars]
@@ -442,7 +446,7 @@ class CompiledRule:
                 fixed.append(i)
             else:
                 free.append(i)
-        rel = self._negated_relation(neg.pred)
+        rel = self.relations[neg.pred]
         if not len(rel):
             return np.zeros(cols.n, np.bool_)
         if not fixed:
@@ -453,7 +457,6 @@ class CompiledRule:
         )
         return kernels.has_prefix(index, np.ascontiguousarray(queries))  # type: ignore[no-any-return]
 
-    _negated_relation: Any  # set by the evaluator: pred -> Relation
 
     def _head(self, cols: _Cols) -> I64:
         if not self.schema.arity:
