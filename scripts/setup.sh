@@ -38,5 +38,5 @@ echo "== installing deltalog and its dependencies into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 echo "== compiling the engine's kernels (numba; cached beside the modules)"
-.venv/bin/python -c "from deltalog.engine.columnar.evaluate import warm; warm()"
+.venv/bin/python -c "from deltalog.engine.runtime import warm; warm()"
 echo "== setup done"

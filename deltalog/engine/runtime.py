@@ -168,13 +168,15 @@ class StratumMaintainer(Protocol):
 def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
                 columnar: bool = True) -> StratumMaintainer:
     """The maintainer of ``stratum`` under ``strategy``. DBSP strata of the graph shape
-    (``deltalog.engine.dbsp.columnar.columnar_reason``) run on the columnar kernel unless
-    ``columnar`` is off; both kernels compute the same thing (differential tests)."""
+    (``deltalog.engine.dbsp.columnar.columnar_reason``) run on the columnar kernel, and
+    sensitivity strata record their first evaluation on the compiled join
+    (``deltalog.engine.ivm.compiled``), unless ``columnar`` is off; both ways compute the
+    same thing (differential tests)."""
     use_dbsp = strategy == "dbsp" or (strategy == "auto" and stratum.recursive)
     if not use_dbsp:
         from deltalog.engine.ivm.stratum import SensitivityStratum
 
-        return SensitivityStratum(prog, stratum)
+        return SensitivityStratum(prog, stratum, compiled=columnar)
     from deltalog.engine.dbsp.columnar import ColumnarStratum, columnar_reason
     from deltalog.engine.dbsp.stratum import DbspStratum
 
@@ -389,3 +391,18 @@ def make_engine(
         None,
         NOT_SUPPORTED,
     )
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the kernels most programs use: evaluation
+    from scratch (``deltalog.engine.columnar.evaluate.warm``), and a sensitivity load and
+    commit (the recording join, the array parts' stabs). Setup calls it, so that a
+    user's first run does not compile."""
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.columnar.evaluate import warm as warm_evaluation
+
+    warm_evaluation()
+    prog = load_program(".decl e(x: int, y: int)\n"
+                        "t(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y.", "<warm>")
+    engine = IncrementalEngine(prog, {"e": [(0, 1), (1, 2), (0, 2), (2, 3)]}, "sensitivity")
+    engine.apply({"e": {(1, 3): 1, (0, 1): -1}})

@@ -566,6 +566,33 @@ class PagedMapping:
 
 
 
+def save_dead(sink: SegmentSink, chain: tuple[str, ...], dead: set[int],
+              killed: set[int]) -> list[str]:
+    """The chain of delta segments listing the dead positions of a part kept in segments
+    (``dead``: dead when it was opened from ``chain``; ``killed``: since): unchanged when
+    nothing died, one more delta of the new positions, or past ``COMPACT_CHAIN`` deltas
+    one delta of every position dead."""
+    if not killed:
+        sink.keep(list(chain))
+        return list(chain)
+    if len(chain) >= COMPACT_CHAIN:
+        return [sink.write([pack_rows(sorted(dead | killed))])]
+    sink.keep(list(chain))
+    return [*chain, sink.write([pack_rows(sorted(killed))])]
+
+
+def read_dead(source: SegmentSource, chain: Iterable[str], n: int, what: str) -> set[int]:
+    """The positions a chain written by ``save_dead`` lists, each checked to be one of the
+    ``n`` and listed once."""
+    dead: set[int] = set()
+    for delta in chain:
+        for pos in unpack_rows(source.read(delta)):
+            if type(pos) is not int or not 0 <= pos < n or pos in dead:
+                raise CorruptSegment(f"{what} delta {delta} names position {pos!r}")
+            dead.add(pos)
+    return dead
+
+
 class MemorySegments:
     """A segment store in memory (a ``SegmentSink`` and ``SegmentSource`` at once): for
     tests, and for copies of an engine that never reach a disk. Arrays are copied."""

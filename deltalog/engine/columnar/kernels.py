@@ -22,6 +22,10 @@ COPY = 2  # the level's value is an earlier level's (a repeated variable, `x = y
 OPS = {"=": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 
 INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+# Interval ends of the recording (``lftj``'s ``record``): below and above every code.
+BOT = INT64_MIN
+TOP = INT64_MAX
 
 # Counter slots.
 C_OPENS, C_SEEKS, C_NEXTS, C_EMITS = 0, 1, 2, 3
@@ -75,10 +79,25 @@ def _compare(op, a, b):
     return a >= b
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _note(rec, rn, s, lo, hi, val, L):
+    """Record interval [lo, hi] of slot ``s`` at level ``L``: (slot, lo, hi, the values of
+    levels 0..L-1) as row ``rn`` of ``rec`` (grown when full)."""
+    if rn == rec.shape[0]:
+        rec = _grown(rec, rn + 1)
+    rec[rn, 0] = s
+    rec[rn, 1] = lo
+    rec[rn, 2] = hi
+    for j in range(L):
+        rec[rn, 3 + j] = val[j]
+    return rec, rn + 1
+
+
 @njit(cache=True, nogil=True)
 def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
          chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv,
-         low_kind, low_val, low_strict, out_levels, exist_level, counters, lo0, hi0):
+         low_kind, low_val, low_strict, out_levels, exist_level, counters, lo0, hi0,
+         slot_rec, rec):
     """Every binding of the plan's levels, projected on ``out_levels`` (rows of the result).
 
     Level L binds one variable: ``lev_kind[L]`` JOIN (leapfrog over the atoms in slots
@@ -94,8 +113,21 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
 
     When the last level reads one atom's last column and checks nothing, its values are
     distinct: the rows of its range are emitted in one loop (a run, not a search each).
-    Returns the rows (the first ``n`` of the array) and ``n``.
+
+    With ``rec`` of width 3 + levels (empty: no recording), every iterator operation of a
+    slot with ``slot_rec[s]`` records its sensitivity interval (Veldhuizen 2014, §4.1) as a
+    row (slot, lo, hi, values of the earlier levels), ends ``BOT``/``TOP`` standing for
+    −inf/+inf: a seek to t landing on k (or the end) gives [t, k]; moving past v to k
+    gives [v, k]; opening a level gives (−inf, k] for the atom whose first key k is the
+    greatest ([b, k] under a lower bound b: values below it fail a check whatever the
+    data), [k, k] for the others already on k, and (−inf, +inf) for an atom with no key
+    there; a last-level run of keys k1..kn gives (−inf, k1], [k1, k2], ..., [kn, +inf).
+    Any change to an atom's keys that could change what the join does falls inside an
+    interval recorded for that atom under the same earlier values.
+    Returns the rows (the first ``n`` of the array), ``n``, the records and their number.
     """
+    record = rec.shape[0] > 0
+    rn = 0
     nlev = lev_kind.shape[0]
     nslots = slot_atom.shape[0]
     natoms = len(rels)
@@ -120,7 +152,7 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     out = np.empty((1024, nout), np.int64)
     n = 0
     if nlev == 0:
-        return out, 1
+        return out, 1, rec, 0
     last = nlev - 1
     s_last = lev_ptr[last]
     run_last = (lev_kind[last] == JOIN and lev_ptr[nlev] - s_last == 1
@@ -137,6 +169,14 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
             lo = alo[a, d]
             hi = ahi[a, d]
             counters[C_OPENS] += 1
+            if record and slot_rec[s_last]:
+                if lo == hi:
+                    rec, rn = _note(rec, rn, s_last, BOT, TOP, val, L)
+                else:
+                    rec, rn = _note(rec, rn, s_last, BOT, rel[lo, d], val, L)
+                    for p in range(lo, hi - 1):
+                        rec, rn = _note(rec, rn, s_last, rel[p, d], rel[p + 1, d], val, L)
+                    rec, rn = _note(rec, rn, s_last, rel[hi - 1, d], TOP, val, L)
             if n + hi - lo > out.shape[0]:
                 out = _grown(out, n + hi - lo)
             for p in range(lo, hi):
@@ -156,6 +196,10 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
         kind = lev_kind[L]
         found = False
         v = 0
+        # A lower bound's target, and the value it is taken from (``x > c`` seeks c + 1:
+        # a seek to it records from c, as a string not coded yet may sort between).
+        bound = BOT
+        bound_at = BOT
         if kind == JOIN:
             if entering:
                 counters[C_OPENS] += 1
@@ -164,8 +208,10 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     a = slot_atom[s]
                     d = slot_depth[s]
                     pos[s] = alo[a, d]
-                    if pos[s] >= ahi[a, d]:
+                    if pos[s] >= ahi[a, d] and not empty:
                         empty = True
+                        if record and slot_rec[s]:
+                            rec, rn = _note(rec, rn, s, BOT, TOP, val, L)
                 if empty:
                     found = False
                     target = 0
@@ -177,11 +223,13 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     if lk >= 0:
                         target = val[low_val[L]] if lk == 0 else low_val[L]
                         have_target = True
+                        bound_at = target
                         if low_strict[L]:
                             if target == INT64_MAX:
                                 empty = True
                             else:
                                 target += 1
+                        bound = target
             else:
                 # Past the current value: every atom's position to the end of its run.
                 counters[C_NEXTS] += 1
@@ -189,6 +237,9 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     a = slot_atom[s]
                     d = slot_depth[s]
                     pos[s] = ahi[a, d + 1]
+                    if record and slot_rec[s]:
+                        k = TOP if pos[s] >= ahi[a, d] else rels[a][pos[s], d]
+                        rec, rn = _note(rec, rn, s, val[L], k, val, L)
                 have_target = False
                 target = 0
                 empty = False
@@ -204,6 +255,9 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     if not have_target or k > target:
                         target = k
                         have_target = True
+                if record and entering and not empty:
+                    rec, rn = _open_notes(rels, slot_atom, slot_depth, slot_rec, pos, s0, s1,
+                                          bound_at, target, val, L, rec, rn)
                 while not empty:
                     agreed = True
                     for s in range(s0, s1):
@@ -213,6 +267,10 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                         if rel[pos[s], d] < target:
                             counters[C_SEEKS] += 1
                             pos[s] = _gallop(rel, d, pos[s], ahi[a, d], target)
+                            if record and slot_rec[s]:
+                                k = TOP if pos[s] >= ahi[a, d] else rel[pos[s], d]
+                                t = bound_at if target == bound else target
+                                rec, rn = _note(rec, rn, s, t, k, val, L)
                             if pos[s] >= ahi[a, d]:
                                 empty = True
                                 break
@@ -236,6 +294,9 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     counters[C_SEEKS] += 1
                     p = _gallop(rels[a], d, alo[a, d], ahi[a, d], v)
                     pos[s] = p
+                    if record and slot_rec[s]:
+                        k = TOP if p >= ahi[a, d] else rels[a][p, d]
+                        rec, rn = _note(rec, rn, s, v, k, val, L)
                     if p >= ahi[a, d] or rels[a][p, d] != v:
                         found = False
                         break
@@ -285,7 +346,31 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
             if L < 0:
                 break
         entering = False
-    return out, n
+    return out, n, rec, rn
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _open_notes(rels, slot_atom, slot_depth, slot_rec, pos, s0, s1, bound, target, val,
+                L, rec, rn):
+    """The intervals of a level's opens (see ``lftj``): ``target`` is the greatest first
+    key, or the lower bound taken from ``bound`` (``BOT``: none) when that is greater; the
+    slots below it record their seeks."""
+    best = -1
+    kbest = 0
+    for s in range(s0, s1):
+        k = rels[slot_atom[s]][pos[s], slot_depth[s]]
+        if best < 0 or k > kbest:
+            best = s
+            kbest = k
+    for s in range(s0, s1):
+        if not slot_rec[s]:
+            continue
+        k = rels[slot_atom[s]][pos[s], slot_depth[s]]
+        if s == best and k == target:
+            rec, rn = _note(rec, rn, s, bound, k, val, L)
+        elif k == target:
+            rec, rn = _note(rec, rn, s, k, k, val, L)
+    return rec, rn
 
 
 @njit(cache=True, nogil=True)

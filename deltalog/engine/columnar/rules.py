@@ -42,6 +42,9 @@ from deltalog.engine.semantics import aggregate, arith, compare, eval_expr
 from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
 
 Bool = NDArray[np.bool_]
+# ``kernels.lftj``'s recording arguments when nothing is recorded.
+NO_SLOTS = np.zeros(0, np.int64)
+NO_RECORD = np.zeros((0, 1), np.int64)
 _EXACT = 2**53  # ints up to this size are exact as floats
 
 
@@ -153,9 +156,12 @@ class CompiledRule:
                 return None
         return None
 
-    def _plan(self, sizes: Mapping[int, int], fresh: AbstractSet[int]) -> "_Plan":
+    def _plan(self, sizes: Mapping[int, int], fresh: AbstractSet[int],
+              order: Sequence[str] | None = None) -> "_Plan":
+        """The plan on ``order`` (the planner's choice when not given)."""
         prep = self.prep
-        order = choose_order(prep, sizes, fresh)
+        if order is None:
+            order = choose_order(prep, sizes, fresh)
         pos = {v: i for i, v in enumerate(order)}
         kernel: list[str] = []
         kinds: list[int] = []
@@ -285,10 +291,15 @@ class CompiledRule:
     def _empty(self) -> I64:
         return np.zeros((0, self.schema.arity), np.int64)
 
-    def _join(self, plan: "_Plan", sources: Sequence[Relation], stats: JoinStats) -> _Cols:
+    def kernel_args(
+        self, plan: "_Plan", sources: Sequence[Relation]
+    ) -> tuple[Any, list[list[tuple[int, int]]], list[int]]:
+        """``kernels.lftj``'s arguments for ``plan``; the (kernel atom, depth)
+        slots of each level; the rule's atom index of each kernel atom."""
         prep = self.prep
         pos = {v: i for i, v in enumerate(plan.kernel)}
         rels: list[I64] = []
+        atom_of: list[int] = []
         slots: list[list[tuple[int, int]]] = [[] for _ in plan.kernel]
         for a in prep.atoms:
             if not a.vars:
@@ -298,6 +309,7 @@ class CompiledRule:
             for depth, c in enumerate(cols):
                 slots[pos[a.vars[c]]].append((len(rels), depth))
             rels.append(index)
+            atom_of.append(a.index)
         if not rels:
             rels.append(np.zeros((1, 1), np.int64))
         lev_ptr = np.zeros(len(plan.kernel) + 1, np.int64)
@@ -322,16 +334,22 @@ class CompiledRule:
             ch[:, 4].copy(), lows[:, 0].copy(), lows[:, 1].copy(), lows[:, 2].copy(),
             np.array([pos[v] for v in plan.out], np.int64), plan.exist,
         )
+        return args, slots, atom_of
+
+    def _join(self, plan: "_Plan", sources: Sequence[Relation], stats: JoinStats) -> _Cols:
+        args, slots, _ = self.kernel_args(plan, sources)
+        rels = args[0]
         parts = _split(plan, rels, slots[0] if slots else [])
         if len(parts) == 1:
             counters = np.zeros(4, np.int64)
-            out, n = kernels.lftj(*args, counters, *parts[0])
+            out, n, _, _ = run_lftj(args, counters, *parts[0], NO_SLOTS, NO_RECORD)
         else:
             # Threads over ranges of the first variable (the kernel releases the GIL).
             counts = [np.zeros(4, np.int64) for _ in parts]
             with ThreadPoolExecutor(THREADS) as pool:
-                done = list(pool.map(lambda i: kernels.lftj(*args, counts[i], *parts[i]),
-                                     range(len(parts))))
+                done = list(pool.map(
+                    lambda i: run_lftj(args, counts[i], *parts[i], NO_SLOTS, NO_RECORD)[:2],
+                    range(len(parts))))
             counters = np.sum(counts, axis=0)
             out = np.concatenate([o[:k] for o, k in done])
             n = out.shape[0]
@@ -535,6 +553,12 @@ class CompiledRule:
 THREADS = min(os.cpu_count() or 1, 8)
 SPLIT_MIN = 20_000
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def run_lftj(args: Any, *rest: Any) -> Any:
+    """``kernels.lftj`` on a plan's arguments (``CompiledRule.kernel_args``) and the rest:
+    counters, the first level's range, the recording's slots and buffer."""
+    return kernels.lftj(*args, *rest)
 
 
 def _split(plan: "_Plan", rels: Sequence[I64],

@@ -75,6 +75,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
+from deltalog.engine.ivm.coded_intervals import CodedIntervals
 from deltalog.engine.ivm.scan_tree import Interval, IntervalTree
 from deltalog.engine.segments import (
     COMPACT_CHAIN,
@@ -84,6 +85,8 @@ from deltalog.engine.segments import (
     SegmentSink,
     SegmentSource,
     pack_rows,
+    read_dead,
+    save_dead,
     unpack_rows,
 )
 from deltalog.engine.sentinels import BOTTOM
@@ -375,14 +378,8 @@ class StaticIntervals:
         killed = self._killed
         if not self.writes_base():
             assert base is not None
-            if not killed:
-                sink.keep([base.name, *base.chain])
-                return [base.name, list(base.chain)]
-            if len(base.chain) >= COMPACT_CHAIN:  # one delta of every position dead
-                sink.keep([base.name])
-                return [base.name, [sink.write([pack_rows(sorted(self._dead | killed))])]]
-            sink.keep([base.name, *base.chain])
-            return [base.name, [*base.chain, sink.write([pack_rows(sorted(killed))])]]
+            sink.keep([base.name])
+            return [base.name, save_dead(sink, base.chain, self._dead, killed)]
         if self.live < PAGED_MIN:
             return None
         records = self.live_records()
@@ -400,12 +397,7 @@ class StaticIntervals:
         positions, no page."""
         name, chain = ref
         base = _Base(name, tuple(chain), source.read(name))
-        dead: set[int] = set()
-        for delta in chain:
-            for pos in unpack_rows(source.read(delta)):
-                if type(pos) is not int or not 0 <= pos < base.n or pos in dead:
-                    raise CorruptSegment(f"interval delta {delta} names position {pos!r}")
-                dead.add(pos)
+        dead = read_dead(source, chain, base.n, "interval")
         obj = cls.__new__(cls)
         obj._open(base.n, base.page, [None] * len(base.firsts), base.firsts, base.maxima,
                   base, dead)
@@ -426,7 +418,9 @@ class IntervalIndex:
     the state it wrote, opened again."""
 
     def __init__(self) -> None:
-        self.static: StaticIntervals | None = None
+        # The static part: from the tuple join's recording, or the compiled join's (on
+        # arrays, ``deltalog.engine.ivm.coded_intervals``); the same queries.
+        self.static: StaticIntervals | CodedIntervals | None = None
         self.dynamic = IntervalTree()
         self._opened(())
 
@@ -446,12 +440,21 @@ class IntervalIndex:
         # A rebuild of the static part costs O(n log n); single inserts O(log n) each:
         # rebuild only when the batch is large against what is there.
         if len(batch) * 4 > len(self):
-            self.static = StaticIntervals(batch + self.intervals())
+            self.static = self._folded(batch)
             self.dynamic = IntervalTree()
             self._opened(())
         else:
             for bucket, lo, hi, payload in batch:
                 self.dynamic.add(bucket, lo, hi, payload)
+
+    def _folded(self, batch: list[Record]) -> "StaticIntervals | CodedIntervals":
+        """One static part of every live interval and ``batch``: on arrays when the
+        static part is."""
+        static = self.static
+        if type(static) is CodedIntervals:
+            dynamic = [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
+            return static.merged(batch + dynamic)
+        return StaticIntervals(batch + self.intervals())
 
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[tuple[Any, Any, Any]]:
         """Every interval of ``bucket`` containing ``x`` as (lo, hi, payload), removed."""
@@ -499,8 +502,7 @@ class IntervalIndex:
         dynamic = self.dynamic
         if (static is None or static.writes_base()
                 or len(dynamic) > COMPACT_SHARE * static.live):
-            part = static if static is not None and not len(dynamic) else (
-                StaticIntervals(self.intervals()))
+            part = static if static is not None and not len(dynamic) else self._folded([])
             folded = part.__persist__(sink)
             return None if folded is None else [folded, [], 0]
         chain = list(self._chain)
@@ -548,7 +550,8 @@ class IntervalIndex:
             else:
                 whole = len(added)
         obj = cls.__new__(cls)
-        obj.static = StaticIntervals.__restore__(source, static)
+        obj.static = (CodedIntervals.__restore__(source, static) if static[0] == "coded"
+                      else StaticIntervals.__restore__(source, static))
         obj.dynamic = IntervalTree.load(live.values(), last)
         obj._opened(tuple(chain), whole, behind)
         return obj

@@ -19,6 +19,9 @@ from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from deltalog.engine.analysis.program import AnalyzedProgram
+from deltalog.engine.columnar.encoding import NotColumnar
+from deltalog.engine.ivm.compiled import record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
@@ -41,6 +44,7 @@ class WorkCounters:
         self.intervals_added = 0
         self.oracle_regions = 0
         self.units_evaluated = 0
+        self.compiled_rules = 0  # rules whose first evaluation the compiled join recorded
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -49,6 +53,7 @@ class WorkCounters:
             "intervals_added": self.intervals_added,
             "oracle_regions": self.oracle_regions,
             "units_evaluated": self.units_evaluated,
+            "compiled_rules": self.compiled_rules,
         }
 
 
@@ -85,6 +90,7 @@ class RuleMaintainer:
             for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True)
         ]
         self.indices: dict[IndexKey, IntervalIndex] = {}
+        self.recorded_by = ""  # which join recorded the first evaluation (``initialize``)
         self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
         absorbed = set(self.complements.values())
         self.negated = {(n.pred, _neg_perm(n, self.plan))
@@ -101,6 +107,7 @@ class RuleMaintainer:
     def __setstate__(self, state: dict[str, Any]) -> None:
         order = state.pop("order")
         state.setdefault("complements", {})  # saved before complement iteration existed
+        state.setdefault("recorded_by", "tuples")
         self.__dict__.update(state)
         self._run = None
         self.last_oracle = None
@@ -156,9 +163,33 @@ class RuleMaintainer:
         return units
 
     # -- the two entry points -----------------------------------------------------------
-    def initialize(self, store: RelationStore, stats: JoinStats,
-                   counters: WorkCounters) -> dict[Unit, Env]:
-        """Evaluate the whole body over the current versions, recording sensitivities."""
+    def initialize(self, store: RelationStore, stats: JoinStats, counters: WorkCounters,
+                   prog: AnalyzedProgram | None = None) -> dict[Unit, Env]:
+        """Evaluate the whole body over the current versions, recording sensitivities: on
+        the compiled join when ``prog`` is given and the rule allows it
+        (``deltalog.engine.ivm.compiled``; ``recorded_by`` says which join recorded)."""
+        if prog is not None:
+            try:
+                if self.paper_trace:
+                    raise NotColumnar("the paper's trace is asked for")
+                units, parts, added = record_body(self.plan, self.indexed, prog, store, stats)
+            except NotColumnar as why:
+                self.recorded_by = f"tuples: {why}"
+            else:
+                self.recorded_by = "compiled"
+                # The sorted indexes commits read: built now, with the state they belong
+                # to, not by the first commit (which would also save them whole).
+                for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True):
+                    store[a.pred].index(perm)
+                for key, part in parts.items():
+                    index = self.indices[key] = IntervalIndex()
+                    index.static = part
+                counters.intervals_added += added
+                counters.units_evaluated += len(units)
+                counters.compiled_rules += 1
+                return units
+        else:
+            self.recorded_by = "tuples"
         return self._evaluate(store, False, None, True, stats, counters)
 
     def maintain(

@@ -102,7 +102,9 @@ class SensitivityStratum:
 
     strategy = "sensitivity"
 
-    def __init__(self, prog: AnalyzedProgram, stratum: Stratum):
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum, compiled: bool = True):
+        """``compiled``: record each rule's first evaluation on the compiled join where the
+        rule allows it (``deltalog.engine.ivm.compiled``), else on the tuple join."""
         if stratum.recursive:
             raise NotSupportedError(
                 f"the sensitivity strategy maintains non-recursive strata only; "
@@ -112,6 +114,7 @@ class SensitivityStratum:
             )
         self.prog = prog
         self.stratum = stratum
+        self.compiled = compiled
         self.preds = stratum.preds
         self.heads: list[_RuleHead] = []
         # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
@@ -150,7 +153,8 @@ class SensitivityStratum:
             m = RuleMaintainer(rule, store, supersets=contained)
             head = _RuleHead(self.prog, m)
             self.heads.append(head)
-            units = m.initialize(store, stats, counters)
+            units = m.initialize(store, stats, counters,
+                                 self.prog if self.compiled else None)
             self._add(head.pred, head.contributions({}, units))
         self.work = {**stats.as_dict(), **counters.as_dict()}
         return {p: set(rows) for p, rows in self.support.items()}

@@ -12,6 +12,7 @@ from functools import partial
 from itertools import pairwise
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -38,10 +39,13 @@ class CollectingSegments(MemorySegments):
     """A segment store in memory that, like ``deltalog.pipelines.state_store``, forgets after each
     save every segment the save neither wrote nor kept; counts the bytes written."""
 
+    PAGE = 4096
+
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
         self.written = 0
+        self.opened: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def write(self, parts: list[bytes], paged: bool = False) -> str:
         name = f"c{self.count}"
@@ -49,6 +53,27 @@ class CollectingSegments(MemorySegments):
         self.segments[name] = b"".join(parts)
         self.written += len(self.segments[name])
         return name
+
+    def array(self, arr: np.ndarray) -> Any:
+        """Counts what the pipelines' store writes: an array opened from here, the pages
+        that changed since; any other, whole."""
+        got = self.opened.get(id(arr))
+        if got is not None and got[0] is arr:
+            new = np.frombuffer(np.ascontiguousarray(arr).tobytes(), np.uint8)
+            old = np.frombuffer(got[1].tobytes(), np.uint8)
+            pages = -(-len(new) // self.PAGE)
+            pad = pages * self.PAGE - len(new)
+            if pages:
+                changed = (np.pad(new, (0, pad)) != np.pad(old, (0, pad))).reshape(pages, -1)
+                self.written += int(changed.any(axis=1).sum()) * self.PAGE
+        else:
+            self.written += arr.nbytes
+        return super().array(arr)
+
+    def open_array(self, ref: Any) -> np.ndarray:
+        arr = super().open_array(ref)
+        self.opened[id(arr)] = (arr, arr.copy())
+        return arr
 
     def save(self, dump: Callable[[Any], bytes]) -> bytes:
         """The root ``dump(self)`` returns; the segments it does not use are dropped."""

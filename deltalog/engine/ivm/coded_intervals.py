@@ -1,0 +1,427 @@
+"""The static part of a sensitivity index on arrays: the intervals the compiled join
+records (``deltalog.engine.columnar.kernels.lftj``) at a rule's first evaluation, kept as
+integer codes, stabbed and killed by compiled loops.
+
+An interval of index (atom, depth) is a row: its context (the codes of the rule's
+variables bound before its level: the payload, of which the bucket, the atom's earlier
+columns, is a choice of columns ``bcols``), its ends ``lo`` and ``hi`` (``BOT``/``TOP``
+for −inf/+inf). Rows are sorted by (bucket, lo). A stab for point x in a bucket finds the
+bucket's rows by binary search, then the rows with lo ≤ x before the first with lo > x,
+and among them those with hi ≥ x through a max-of-``hi`` tree over blocks of ``BLOCK``
+rows: O(log n + (m + 1) · ``BLOCK``) for m found. The arrays do not change once built: a
+killed interval's position joins a set the stab's answer is filtered by (the tree still
+counts it: a bound, never a wrong answer), so a save writes the positions killed, not
+the pages they lie on.
+
+Codes are those of ``deltalog.engine.columnar.encoding``: ints themselves, floats by
+their ordered bits, strings by rank in this part's own sorted dictionary (it never
+changes: the part only loses intervals). A value to stab that the dictionary lacks sorts
+between two ranks: it is asked as "lo ≤ rank below, hi ≥ rank above", which is exactly
+"lo ≤ x ≤ hi" for ends that are ranks.
+
+Saved, the arrays are array segments of the store (``SegmentSink.array``), kept as they
+are from save to save; the killed positions are a chain of small deltas, and past
+``COMPACT_SHARE`` of the part dead a save writes the live intervals as a new part
+(``deltalog.engine.segments.save_dead``, as the tuple static part does).
+"""
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from deltalog.engine.columnar.encoding import float_codes, float_values
+from deltalog.engine.columnar.kernels import BOT, TOP
+from deltalog.engine.segments import (
+    COMPACT_SHARE,
+    CorruptSegment,
+    SegmentSink,
+    SegmentSource,
+    pack_rows,
+    read_dead,
+    save_dead,
+    unpack_rows,
+)
+from deltalog.engine.sentinels import BOTTOM
+from deltalog.engine.sentinels import TOP as TOP_VALUE
+
+I64 = NDArray[np.int64]
+Record = tuple[tuple[Any, ...], Any, Any, Any]  # (bucket, lo, hi, payload)
+
+BLOCK = 64
+_MIN, _MAX = int(BOT), int(TOP)
+
+
+@njit(cache=True, nogil=True)
+def _before(ctx, bcols, lo, i, bvals, x):
+    """Whether row i's (bucket, lo) sorts before (bvals, x)."""
+    for j in range(bcols.shape[0]):
+        a = ctx[i, bcols[j]]
+        b = bvals[j]
+        if a != b:
+            return a < b
+    return lo[i] < x
+
+
+@njit(cache=True, nogil=True)
+def _first_not_before(ctx, bcols, lo, bvals, x):
+    a = 0
+    b = lo.shape[0]
+    while a < b:
+        m = (a + b) >> 1
+        if _before(ctx, bcols, lo, m, bvals, x):
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _stab(ctx, bcols, lo, hi, tree, bvals, qlo, qhi):
+    """Positions of the live rows of bucket ``bvals`` with lo ≤ qlo and hi ≥ qhi."""
+    first = _first_not_before(ctx, bcols, lo, bvals, BOT)
+    stop = _first_not_before(ctx, bcols, lo, bvals, qlo + 1)  # qlo < TOP (``query``)
+    out = np.empty(16, np.int64)
+    n = 0
+    if first >= stop:
+        return out[:0]
+    width = tree.shape[0] // 2
+    b0 = first // BLOCK
+    b1 = (stop - 1) // BLOCK
+    stack = np.empty(128, np.int64)
+    sa = np.empty(128, np.int64)
+    sb = np.empty(128, np.int64)
+    top = 0
+    stack[0] = 1
+    sa[0] = 0
+    sb[0] = width
+    top = 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        a = sa[top]
+        b = sb[top]
+        if b <= b0 or a > b1 or tree[node] < qhi:
+            continue
+        if node >= width:
+            blk = node - width
+            start = max(blk * BLOCK, first)
+            end = min(blk * BLOCK + BLOCK, stop)
+            for p in range(start, end):
+                if hi[p] >= qhi:
+                    if n == out.shape[0]:
+                        grown = np.empty(2 * n, np.int64)
+                        grown[:n] = out
+                        out = grown
+                    out[n] = p
+                    n += 1
+            continue
+        mid = (a + b) >> 1
+        # right first, so the left child is popped first: positions come out in order
+        stack[top] = 2 * node + 1
+        sa[top] = mid
+        sb[top] = b
+        top += 1
+        stack[top] = 2 * node
+        sa[top] = a
+        sb[top] = mid
+        top += 1
+    return out[:n]
+
+
+@njit(cache=True, nogil=True)
+def _max_tree(hi):
+    blocks = max((hi.shape[0] + BLOCK - 1) // BLOCK, 1)
+    width = 1
+    while width < blocks:
+        width *= 2
+    tree = np.full(2 * width, BOT, np.int64)
+    for p in range(hi.shape[0]):
+        node = width + p // BLOCK
+        if hi[p] > tree[node]:
+            tree[node] = hi[p]
+    for node in range(width - 1, 0, -1):
+        a = tree[2 * node]
+        b = tree[2 * node + 1]
+        tree[node] = a if a > b else b
+    return tree
+
+
+class CodeBook:
+    """How the values of one rule's variables are coded: a type per variable, and the
+    sorted strings of the rule's first evaluation (shared by its indices' static parts)."""
+
+    def __init__(self, strings: Sequence[str]):
+        self.strings: list[str] = list(strings)
+        self.opened_from: str | None = None  # its segment, when opened from a store
+
+    def __getstate__(self) -> list[str]:
+        return self.strings
+
+    def __setstate__(self, state: list[str]) -> None:
+        if any(type(s) is not str for s in state):
+            raise CorruptSegment("a code book holds a value that is not a string")
+        self.strings = list(state)
+        self.opened_from = None
+
+    def code(self, value: Any, typ: str) -> int | None:
+        """The exact code of ``value``, or None when no recorded interval can have it
+        (a string not in the dictionary, an int beyond 64 bits)."""
+        if typ == "string":
+            i = bisect_left(self.strings, value)
+            return i if i < len(self.strings) and self.strings[i] == value else None
+        if typ == "float":
+            return int(float_codes(np.array([float(value)], np.float64))[0])
+        return value if _MIN < value < _MAX else None  # type: ignore[no-any-return]
+
+    def query(self, value: Any, typ: str) -> tuple[int, int]:
+        """(qlo, qhi): an interval with code ends holds ``value`` iff lo ≤ qlo and hi ≥ qhi."""
+        if typ == "string":
+            i = bisect_left(self.strings, value)
+            if i < len(self.strings) and self.strings[i] == value:
+                return i, i
+            return i - 1, i
+        if typ == "float":
+            c = int(float_codes(np.array([float(value)], np.float64))[0])
+            return c, c
+        if value >= _MAX:
+            return _MAX - 1, _MAX
+        if value <= _MIN:
+            return _MIN, _MIN + 1
+        return value, value
+
+    def value(self, code: int, typ: str) -> Any:
+        if typ == "string":
+            return self.strings[code]
+        if typ == "float":
+            return float(float_values(np.array([code], np.int64))[0])
+        return code
+
+    def values(self, codes: I64, typ: str) -> list[Any]:
+        if typ == "string":
+            strings = self.strings
+            return [strings[c] for c in codes.tolist()]
+        if typ == "float":
+            return float_values(codes).tolist()  # type: ignore[no-any-return]
+        return codes.tolist()  # type: ignore[no-any-return]
+
+
+class CodedIntervals:
+    """A static part of a sensitivity index on arrays (see the module): the same queries as
+    ``deltalog.engine.ivm.interval_index.StaticIntervals`` (positions, ``record``,
+    ``kill``, ``live``) and the same way of keeping kills: the arrays never change once
+    built; the positions killed are a set, saved as a chain of small deltas
+    (``deltalog.engine.segments.save_dead``), and past ``COMPACT_SHARE`` of the part dead
+    a save writes the live intervals as a new part."""
+
+    __slots__ = ("_chain", "_dead", "_killed", "bcols", "book", "ctx", "hi", "live", "lo",
+                 "tree", "types", "xtype")
+
+    def __init__(self, book: CodeBook, types: Sequence[str], xtype: str,
+                 bcols: Sequence[int], ctx: I64, lo: I64, hi: I64):
+        """Rows (ctx, lo, hi) in any order; ``types`` per context column, ``xtype`` the
+        level's (the ends'), ``bcols`` the context columns that make the bucket."""
+        self.book = book
+        self.types = tuple(types)
+        self.xtype = xtype
+        self.bcols = np.asarray(bcols, np.int64)
+        keys = [lo] + [ctx[:, c] for c in reversed(list(bcols))]
+        order = np.lexsort(keys) if len(lo) else np.zeros(0, np.intp)
+        self.ctx = np.ascontiguousarray(ctx[order], np.int64).reshape(len(lo), len(self.types))
+        self.lo = np.ascontiguousarray(lo[order], np.int64)
+        self.hi = np.ascontiguousarray(hi[order], np.int64)
+        self.tree = _max_tree(self.hi)
+        self._opened((), set())
+
+    def _opened(self, chain: tuple[str, ...], dead: set[int]) -> None:
+        self._chain = chain  # the delta segments listing ``_dead``
+        self._dead = dead  # dead when opened
+        self._killed: set[int] = set()  # killed since
+        self.live = len(self.lo) - len(dead)
+
+    @property
+    def n(self) -> int:
+        return len(self.lo)
+
+    # -- queries ----------------------------------------------------------------------
+    def stab(self, bucket: tuple[Any, ...], x: Any) -> list[int]:
+        """Positions of the live intervals of ``bucket`` that contain ``x``."""
+        if not self.live:
+            return []
+        book = self.book
+        bvals = np.empty(len(bucket), np.int64)
+        for j, (v, c) in enumerate(zip(bucket, self.bcols.tolist(), strict=True)):
+            code = book.code(v, self.types[c])
+            if code is None:
+                return []  # no interval was recorded under a value the part never saw
+            bvals[j] = code
+        qlo, qhi = book.query(x, self.xtype)
+        found = _stab(self.ctx, self.bcols, self.lo, self.hi, self.tree, bvals, qlo,
+                      qhi).tolist()
+        dead, killed = self._dead, self._killed
+        if dead or killed:
+            return [p for p in found if p not in killed and p not in dead]
+        return found  # type: ignore[no-any-return]
+
+    def _end(self, code: int) -> Any:
+        if code == _MIN:
+            return BOTTOM
+        if code == _MAX:
+            return TOP_VALUE
+        return self.book.value(code, self.xtype)
+
+    def record(self, pos: int) -> Record:
+        """The interval at ``pos`` as (bucket, lo, hi, payload) in values."""
+        row = self.ctx[pos].tolist()
+        book = self.book
+        payload = tuple(book.value(c, t) for c, t in zip(row, self.types, strict=True))
+        bucket = tuple(payload[c] for c in self.bcols.tolist())
+        return (bucket, self._end(int(self.lo[pos])), self._end(int(self.hi[pos])), payload)
+
+    def kill(self, pos: int) -> None:
+        """Mark the live interval at ``pos`` dead: ``stab`` never returns it again."""
+        self._killed.add(pos)
+        self.live -= 1
+
+    def _alive(self) -> NDArray[np.intp]:
+        gone = self._dead | self._killed
+        if not gone:
+            return np.arange(self.n)
+        mask = np.ones(self.n, np.bool_)
+        mask[np.fromiter(gone, np.int64, len(gone))] = False
+        return np.flatnonzero(mask)
+
+    def live_records(self) -> list[Record]:
+        """Every live interval, in order, as values."""
+        alive = self._alive()
+        if not len(alive):
+            return []
+        book = self.book
+        cols = [book.values(self.ctx[alive, j], t) for j, t in enumerate(self.types)]
+        payloads = list(zip(*cols, strict=True)) if cols else [()] * len(alive)
+        bcols = self.bcols.tolist()
+        los = self.lo[alive].tolist()
+        his = self.hi[alive].tolist()
+        return [
+            (tuple(p[c] for c in bcols), self._end(lo), self._end(hi), p)
+            for p, lo, hi in zip(payloads, los, his, strict=True)
+        ]
+
+    def merged(self, records: list[Record]) -> "CodedIntervals":
+        """A new part: the live intervals and ``records`` (recorded since, as values),
+        coded with a dictionary that also holds the strings ``records`` bring."""
+        strings = set(self.book.strings)
+        string_cols = [j for j, t in enumerate(self.types) if t == "string"]
+        for _, lo, hi, payload in records:
+            for j in string_cols:
+                strings.add(payload[j])
+            if self.xtype == "string":
+                strings.update(v for v in (lo, hi) if type(v) is str)
+        book = CodeBook(sorted(strings)) if len(strings) > len(self.book.strings) else (
+            self.book)
+        remap = np.searchsorted(np.array(book.strings, dtype=object),
+                                np.array(self.book.strings, dtype=object)).astype(np.int64) \
+            if self.book.strings else np.zeros(0, np.int64)
+        alive = self._alive()
+        k = len(alive)
+        total = k + len(records)
+        ctx = np.empty((total, len(self.types)), np.int64)
+        lo = np.empty(total, np.int64)
+        hi = np.empty(total, np.int64)
+        for j, t in enumerate(self.types):
+            col = self.ctx[alive, j]
+            ctx[:k, j] = remap[col] if t == "string" else col
+        for old, target in ((self.lo[alive], lo), (self.hi[alive], hi)):
+            if self.xtype == "string":
+                old = old.copy()
+                inner = (old != _MIN) & (old != _MAX)
+                old[inner] = remap[old[inner]]
+            target[:k] = old
+
+        def end(v: Any) -> int:
+            if v is BOTTOM:
+                return _MIN
+            if v is TOP_VALUE:
+                return _MAX
+            code = book.code(v, self.xtype)
+            assert code is not None, v
+            return code
+
+        for i, (_, a, b, payload) in enumerate(records, start=k):
+            for j, t in enumerate(self.types):
+                code = book.code(payload[j], t)
+                assert code is not None, payload
+                ctx[i, j] = code
+            lo[i] = end(a)
+            hi[i] = end(b)
+        return CodedIntervals(book, self.types, self.xtype, self.bcols.tolist(), ctx, lo, hi)
+
+    # -- persistence ----------------------------------------------------------------------
+    def writes_base(self) -> bool:
+        """Whether a save writes the live intervals as a new part (past the compaction
+        threshold) rather than a delta of the positions killed."""
+        return bool(self._killed) and (
+            len(self._dead) + len(self._killed) > COMPACT_SHARE * self.n)
+
+    def __getstate__(self) -> list[Any]:
+        """Inline (no segment store): the arrays and every dead position."""
+        return [self.book, list(self.types), self.xtype, self.bcols, self.ctx, self.lo,
+                self.hi, self.tree, sorted(self._dead | self._killed)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        (self.book, types, self.xtype, self.bcols, self.ctx, self.lo, self.hi, self.tree,
+         dead) = state
+        self.types = tuple(types)
+        self._check()
+        if any(type(p) is not int or not 0 <= p < self.n for p in dead):
+            raise CorruptSegment("a coded interval part names a dead position out of range")
+        self._opened((), set(dead))
+
+    def _check(self) -> None:
+        n = len(self.lo)
+        if (
+            self.ctx.shape != (n, len(self.types)) or self.hi.shape != (n,)
+            or self.lo.shape != (n,) or self.tree.ndim != 1 or self.tree.shape[0] < 2
+            or self.tree.shape[0] < 2 * ((n + BLOCK - 1) // BLOCK)
+            or self.bcols.ndim != 1
+            or any(not 0 <= c < len(self.types) for c in self.bcols.tolist())
+        ):
+            raise CorruptSegment("a coded interval part whose arrays do not match")
+
+    def __persist__(self, sink: SegmentSink) -> list[Any]:
+        """``["coded", ...]``: plain data naming the dictionary's segment (kept as it was
+        when the part was opened from this store, which is where a state is saved), the
+        array segments (unchanged since the open: kept, nothing written) and the chain
+        of dead positions; past the compaction threshold, a new part of the live ones."""
+        if self.writes_base():
+            return self.merged([]).__persist__(sink)
+        name = self.book.opened_from
+        if name is None:
+            name = sink.write([pack_rows(self.book.strings)])
+        else:
+            sink.keep([name])
+        return ["coded", name, list(self.types), self.xtype, self.bcols.tolist(),
+                sink.array(self.ctx), sink.array(self.lo), sink.array(self.hi),
+                sink.array(self.tree), save_dead(sink, self._chain, self._dead, self._killed)]
+
+    @classmethod
+    def __restore__(cls, source: SegmentSource, ref: Any) -> "CodedIntervals":
+        """Open what ``__persist__`` saved: the arrays mapped, the dead positions read."""
+        _, name, types, xtype, bcols, ctx, lo, hi, tree, chain = ref
+        obj = cls.__new__(cls)
+        book = CodeBook(unpack_rows(source.read(name)))
+        book.opened_from = name
+        obj.book = book
+        obj.types = tuple(types)
+        obj.xtype = xtype
+        obj.bcols = np.asarray(bcols, np.int64)
+        obj.ctx = source.open_array(ctx)
+        obj.lo = source.open_array(lo)
+        obj.hi = source.open_array(hi)
+        obj.tree = source.open_array(tree)
+        obj._check()
+        obj._opened(tuple(chain), read_dead(source, chain, obj.n, "coded interval"))
+        return obj

@@ -1,0 +1,159 @@
+"""A rule's first evaluation on the compiled join, its sensitivity intervals recorded as
+arrays (Veldhuizen 2014, §4.1): the bulk of what a sensitivity stratum's load builds.
+
+The rule's relations are coded (``deltalog.engine.columnar.encoding``), the compiled
+leapfrog triejoin (``kernels.lftj``) runs on the maintainer's own variable order and
+column orders with recording on, and each index (atom, depth) gets its intervals as a
+``CodedIntervals`` static part: so the intervals that commits stab are the ones the
+maintainer's tuple join would look up, keyed and laid out alike. Commits stay on the
+tuple join (``deltalog.engine.ivm.lftj``), which records into the indices' dynamic parts.
+
+What the compiled join does not do the way the tuple join does is refused with
+``NotColumnar`` (the reason as its message), and the tuple join records instead: a
+negation (probed inside the join there, after it here), a complement atom, an atom with
+no variables, a variable computed by arithmetic, a comparison across types, a value with
+no 64-bit code or at the ends of the code range (they stand for −inf and +inf).
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from deltalog.engine.analysis.program import AnalyzedProgram
+from deltalog.engine.columnar import kernels
+from deltalog.engine.columnar.encoding import Codes, NotColumnar
+from deltalog.engine.columnar.rows import Relation
+from deltalog.engine.columnar.rules import CompiledRule, run_lftj
+from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals
+from deltalog.engine.join.plan import Env, RulePlan
+from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.semantics import compare, eval_expr
+from deltalog.engine.storage import RelationStore
+from deltalog.engine.syntax.ast import Atom, Compare, Const, Expr, Negation, Rule
+
+Unit = tuple[Any, ...]
+IndexKey = tuple[Any, ...]
+
+
+def _constants(e: Expr) -> list[Any]:
+    if isinstance(e, Const):
+        return [e.value]
+    left = getattr(e, "left", None)
+    right = getattr(e, "right", None)
+    return ([] if left is None else _constants(left)) + (
+        [] if right is None else _constants(right))
+
+
+def _rule_strings(rule: Rule) -> set[str]:
+    out: set[str] = set()
+    for item in rule.body:
+        atom = item.atom if isinstance(item, Negation) else item
+        if isinstance(atom, Atom):
+            out.update(a.value for a in atom.args
+                       if isinstance(a, Const) and isinstance(a.value, str))
+        elif isinstance(item, Compare):
+            out.update(v for v in _constants(item.left) + _constants(item.right)
+                       if isinstance(v, str))
+    return out
+
+
+def record_body(
+    plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram, store: RelationStore,
+    stats: JoinStats,
+) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], int]:
+    """The units of the body ``plan`` joins (``deltalog.engine.ivm.rule.RuleMaintainer``'s
+    plan; ``indexed[a]``: atom a has sensitivity indices) over the current versions, its
+    sensitivity intervals as static parts by index key, and how many intervals;
+    ``NotColumnar`` when the compiled join cannot record this rule as the tuple join
+    would."""
+    prep = plan.prep
+    if prep.negations:
+        raise NotColumnar("a negation (probed inside the tuple join)")
+    if plan.complements:
+        raise NotColumnar("a complement atom")
+    if any(not a.vars for a in prep.atoms):
+        raise NotColumnar("an atom with no variables")
+    preds = {a.pred for a in prep.atoms}
+    strings: list[set[Any]] = [_rule_strings(prep.rule)]  # not a string: NotColumnar
+    for pred in preds:
+        schema = prog.schemas[pred]
+        rows = store[pred].rows
+        for i, c in enumerate(schema.columns):
+            if c.type == "string":
+                strings.append({r[i] for r in rows})
+    codes = Codes(strings)
+    relations: dict[str, Relation] = {}
+    for pred in preds:
+        schema = prog.schemas[pred]
+        listed = list(store[pred].rows)
+        if listed:
+            cols = [codes.encode([r[i] for r in listed], c.type)
+                    for i, c in enumerate(schema.columns)]
+            table = np.stack(cols, axis=1)
+            if (table == kernels.BOT).any() or (table == kernels.TOP).any():
+                raise NotColumnar("a value at the ends of the 64-bit range")
+        else:
+            table = np.zeros((0, schema.arity), np.int64)
+        relations[pred] = Relation.of(table)
+    rule = CompiledRule(prog, prep, codes, relations)
+    kplan = rule._plan({}, frozenset(), plan.order)
+    if kplan.post_assign:
+        raise NotColumnar("a variable computed by arithmetic")
+    if kplan.post_checks:
+        raise NotColumnar("a comparison the join does not make on codes")
+    if tuple(kplan.kernel) != plan.order:
+        raise NotColumnar("a variable order the compiled join does not follow")
+    for op, left, right in kplan.pre_checks:
+        a, b = eval_expr(left, {}), eval_expr(right, {})
+        if a is None or b is None or not compare(op, a, b):
+            return {}, {}, 0
+    exist = plan.exist_level
+    kplan.exist = exist
+    kplan.out = list(plan.order[:exist])
+    sources = [relations[a.pred] for a in prep.atoms]
+    args, slots, atom_of = rule.kernel_args(kplan, sources)
+    flat = [(level, atom_of[k], depth) for level, sl in enumerate(slots) for k, depth in sl]
+    slot_rec = np.array([1 if indexed[a] else 0 for _, a, _ in flat], np.int64)
+    nlev = len(plan.order)
+    counters = np.zeros(4, np.int64)
+    rec0 = np.empty((1024, 3 + nlev), np.int64)
+    out, n, rec, rn = run_lftj(args, counters, kernels.INT64_MIN, kernels.INT64_MAX,
+                               slot_rec, rec0)
+    stats.opens += int(counters[kernels.C_OPENS])
+    stats.seeks += int(counters[kernels.C_SEEKS])
+    stats.nexts += int(counters[kernels.C_NEXTS])
+    types = [rule.types[v] for v in plan.order]
+    # Units: the values of the variables before the existential level.
+    out = out[:n]
+    columns = [codes.python(out[:, j], types[j]) for j in range(exist)]
+    names = plan.order[:exist]
+    units: dict[Unit, Env] = {}
+    for values in zip(*columns, strict=True) if columns else ([()] if n else []):
+        units[values] = dict(zip(names, values, strict=True))
+    # Intervals, by slot: the slot's level L gives the context width, its atom and depth
+    # the index; the bucket is the atom's earlier columns, each an earlier variable.
+    rec = rec[:rn]
+    book = CodeBook(codes.strings.tolist())
+    pos = {v: i for i, v in enumerate(plan.order)}
+    parts: dict[IndexKey, CodedIntervals] = {}
+    if rn:
+        by_slot = np.argsort(rec[:, 0], kind="stable")
+        rec = rec[by_slot]
+        bounds = np.searchsorted(rec[:, 0], np.arange(len(flat) + 1))
+        for s, (level, a, depth) in enumerate(flat):
+            lo_, hi_ = int(bounds[s]), int(bounds[s + 1])
+            if lo_ == hi_:
+                continue
+            atom = prep.atoms[a]
+            perm = plan.perms[a]
+            bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
+            part = rec[lo_:hi_]
+            parts[("atom", a, depth)] = CodedIntervals(
+                book, types[:level], types[level], bcols,
+                np.ascontiguousarray(part[:, 3 : 3 + level]), part[:, 1].copy(),
+                part[:, 2].copy(),
+            )
+    return units, parts, int(rn)
+
+
