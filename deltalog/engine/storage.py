@@ -210,7 +210,8 @@ class VersionedRelation:
         """The current version sorted by the columns ``perm`` (built once, then kept)."""
         sl = self._indexes.get(perm)
         if sl is None:
-            sl = SortedList(permute(r, perm) for r in self._rows)
+            identity = perm == tuple(range(self.arity))
+            sl = SortedList(self._rows if identity else (permute(r, perm) for r in self._rows))
             self._indexes[perm] = sl
         return sl
 

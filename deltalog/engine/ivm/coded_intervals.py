@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 
 from deltalog.engine.columnar.encoding import float_codes, float_values
 from deltalog.engine.columnar.kernels import BOT, TOP
+from deltalog.engine.columnar.rows import sort_order
 from deltalog.engine.segments import (
     COMPACT_SHARE,
     CorruptSegment,
@@ -228,8 +229,17 @@ class CodedIntervals:
         self.types = tuple(types)
         self.xtype = xtype
         self.bcols = np.asarray(bcols, np.int64)
-        keys = [lo] + [ctx[:, c] for c in reversed(list(bcols))]
-        order = np.lexsort(keys) if len(lo) else np.zeros(0, np.intp)
+        # Sorted by (bucket, lo): BOT made the least code present, so the key packs
+        # (``sort_order`` packs the columns into one int64 where they fit).
+        low = lo
+        if len(lo) and (lo == BOT).any():
+            rest = lo[lo != BOT]
+            low = np.where(lo == BOT, (int(rest.min()) if len(rest) else 0) - 1, lo)
+        keys = np.empty((len(lo), len(bcols) + 1), np.int64)
+        for j, c in enumerate(bcols):
+            keys[:, j] = ctx[:, c]
+        keys[:, -1] = low
+        order = sort_order(keys)
         self.ctx = np.ascontiguousarray(ctx[order], np.int64).reshape(len(lo), len(self.types))
         self.lo = np.ascontiguousarray(lo[order], np.int64)
         self.hi = np.ascontiguousarray(hi[order], np.int64)

@@ -138,7 +138,8 @@ def record_body(
     pos = {v: i for i, v in enumerate(plan.order)}
     parts: dict[IndexKey, CodedIntervals] = {}
     if rn:
-        by_slot = np.argsort(rec[:, 0], kind="stable")
+        slot = rec[:, 0].astype(np.int16) if len(flat) < 2**15 else rec[:, 0]
+        by_slot = np.argsort(slot, kind="stable")  # a radix sort on int16
         rec = rec[by_slot]
         bounds = np.searchsorted(rec[:, 0], np.arange(len(flat) + 1))
         for s, (level, a, depth) in enumerate(flat):
