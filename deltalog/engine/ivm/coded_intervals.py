@@ -4,9 +4,13 @@ integer codes, stabbed and killed by compiled loops.
 
 An interval of index (atom, depth) is a row: its context (the codes of the rule's
 variables bound before its level: the payload, of which the bucket, the atom's earlier
-columns, is a choice of columns ``bcols``), its ends ``lo`` and ``hi`` (``BOT``/``TOP``
-for −inf/+inf). Rows are sorted by (bucket, lo). A stab for point x in a bucket finds the
-bucket's rows by binary search, then the rows with lo ≤ x before the first with lo > x,
+columns, is a choice of columns), its ends ``lo`` and ``hi`` (``BOT``/``TOP`` for
+−inf/+inf). A negation's probe (index ("neg", relation, column order, depth)) is the
+same with lo = hi, a payload split as the tuple join gives it, and constants of the
+negated atom in its bucket.
+
+Rows are sorted by (bucket, lo). A stab for point x in a bucket finds the bucket's rows
+by binary search, then the rows with lo ≤ x before the first with lo > x,
 and among them those with hi ≥ x through a max-of-``hi`` tree over blocks of ``BLOCK``
 rows: O(log n + (m + 1) · ``BLOCK``) for m found. The arrays do not change once built: a
 killed interval's position joins a set the stab's answer is filtered by (the tree still
@@ -218,23 +222,27 @@ class CodedIntervals:
     (``deltalog.engine.segments.save_dead``), and past ``COMPACT_SHARE`` of the part dead
     a save writes the live intervals as a new part."""
 
-    __slots__ = ("_chain", "_dead", "_killed", "bcols", "book", "ctx", "hi", "live", "lo",
-                 "tree", "types", "xtype")
+    __slots__ = ("_chain", "_dead", "_killed", "bcols", "book", "bspec", "ctx", "hi", "live",
+                 "lo", "split", "tree", "types", "xtype")
 
     def __init__(self, book: CodeBook, types: Sequence[str], xtype: str,
-                 bcols: Sequence[int], ctx: I64, lo: I64, hi: I64):
+                 bspec: Sequence[tuple[int, Any, str]], ctx: I64, lo: I64, hi: I64,
+                 split: bool = False):
         """Rows (ctx, lo, hi) in any order; ``types`` per context column, ``xtype`` the
-        level's (the ends'), ``bcols`` the context columns that make the bucket."""
+        ends'. ``bspec`` makes the bucket: per column (0, a context column, its type) or
+        (1, a constant's code, its type). The payload is the context as a tuple, or with
+        ``split`` (a negation's probe) the pair (all but its last value, its last)."""
         self.book = book
         self.types = tuple(types)
         self.xtype = xtype
-        self.bcols = np.asarray(bcols, np.int64)
+        self._spec(bspec, split)
         # Sorted by (bucket, lo): BOT made the least code present, so the key packs
         # (``sort_order`` packs the columns into one int64 where they fit).
         low = lo
         if len(lo) and (lo == BOT).any():
             rest = lo[lo != BOT]
             low = np.where(lo == BOT, (int(rest.min()) if len(rest) else 0) - 1, lo)
+        bcols = self.bcols.tolist()
         keys = np.empty((len(lo), len(bcols) + 1), np.int64)
         for j, c in enumerate(bcols):
             keys[:, j] = ctx[:, c]
@@ -245,6 +253,12 @@ class CodedIntervals:
         self.hi = np.ascontiguousarray(hi[order], np.int64)
         self.tree = _max_tree(self.hi)
         self._opened((), set())
+
+    def _spec(self, bspec: Sequence[Sequence[Any]], split: bool) -> None:
+        self.bspec: tuple[tuple[int, Any, str], ...] = tuple(
+            (int(k), v, str(t)) for k, v, t in bspec)
+        self.split = bool(split)
+        self.bcols = np.array([v for k, v, _ in self.bspec if k == 0], np.int64)
 
     def _opened(self, chain: tuple[str, ...], dead: set[int]) -> None:
         self._chain = chain  # the delta segments listing ``_dead``
@@ -262,12 +276,18 @@ class CodedIntervals:
         if not self.live:
             return []
         book = self.book
-        bvals = np.empty(len(bucket), np.int64)
-        for j, (v, c) in enumerate(zip(bucket, self.bcols.tolist(), strict=True)):
-            code = book.code(v, self.types[c])
+        bvals = np.empty(len(self.bcols), np.int64)
+        j = 0
+        for v, (kind, ref, typ) in zip(bucket, self.bspec, strict=True):
+            code = book.code(v, typ)
             if code is None:
                 return []  # no interval was recorded under a value the part never saw
-            bvals[j] = code
+            if kind:
+                if code != ref:
+                    return []  # every interval's bucket holds this constant there
+            else:
+                bvals[j] = code
+                j += 1
         qlo, qhi = book.query(x, self.xtype)
         found = _stab(self.ctx, self.bcols, self.lo, self.hi, self.tree, bvals, qlo,
                       qhi).tolist()
@@ -283,12 +303,19 @@ class CodedIntervals:
             return TOP_VALUE
         return self.book.value(code, self.xtype)
 
+    def _shaped(self, values: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
+        """(bucket, payload) of a context's values."""
+        book = self.book
+        bucket = tuple(values[ref] if kind == 0 else book.value(ref, typ)
+                       for kind, ref, typ in self.bspec)
+        return bucket, ((values[:-1], values[-1]) if self.split else values)
+
     def record(self, pos: int) -> Record:
         """The interval at ``pos`` as (bucket, lo, hi, payload) in values."""
         row = self.ctx[pos].tolist()
         book = self.book
-        payload = tuple(book.value(c, t) for c, t in zip(row, self.types, strict=True))
-        bucket = tuple(payload[c] for c in self.bcols.tolist())
+        bucket, payload = self._shaped(
+            tuple(book.value(c, t) for c, t in zip(row, self.types, strict=True)))
         return (bucket, self._end(int(self.lo[pos])), self._end(int(self.hi[pos])), payload)
 
     def kill(self, pos: int) -> None:
@@ -311,23 +338,24 @@ class CodedIntervals:
             return []
         book = self.book
         cols = [book.values(self.ctx[alive, j], t) for j, t in enumerate(self.types)]
-        payloads = list(zip(*cols, strict=True)) if cols else [()] * len(alive)
-        bcols = self.bcols.tolist()
+        contexts = list(zip(*cols, strict=True)) if cols else [()] * len(alive)
         los = self.lo[alive].tolist()
         his = self.hi[alive].tolist()
-        return [
-            (tuple(p[c] for c in bcols), self._end(lo), self._end(hi), p)
-            for p, lo, hi in zip(payloads, los, his, strict=True)
-        ]
+        out: list[Record] = []
+        for values, lo, hi in zip(contexts, los, his, strict=True):
+            bucket, payload = self._shaped(values)
+            out.append((bucket, self._end(lo), self._end(hi), payload))
+        return out
 
     def merged(self, records: list[Record]) -> "CodedIntervals":
         """A new part: the live intervals and ``records`` (recorded since, as values),
         coded with a dictionary that also holds the strings ``records`` bring."""
+        contexts = [(*p[0], p[1]) if self.split else p for _, _, _, p in records]
         strings = set(self.book.strings)
         string_cols = [j for j, t in enumerate(self.types) if t == "string"]
-        for _, lo, hi, payload in records:
+        for (_, lo, hi, _), values in zip(records, contexts, strict=True):
             for j in string_cols:
-                strings.add(payload[j])
+                strings.add(values[j])
             if self.xtype == "string":
                 strings.update(v for v in (lo, hi) if type(v) is str)
         book = CodeBook(sorted(strings)) if len(strings) > len(self.book.strings) else (
@@ -335,6 +363,9 @@ class CodedIntervals:
         remap = np.searchsorted(np.array(book.strings, dtype=object),
                                 np.array(self.book.strings, dtype=object)).astype(np.int64) \
             if self.book.strings else np.zeros(0, np.int64)
+        def remap_one(code: int, typ: str) -> int:
+            return int(remap[code]) if typ == "string" else code
+
         alive = self._alive()
         k = len(alive)
         total = k + len(records)
@@ -360,14 +391,17 @@ class CodedIntervals:
             assert code is not None, v
             return code
 
-        for i, (_, a, b, payload) in enumerate(records, start=k):
+        for i, ((_, a, b, _), values) in enumerate(zip(records, contexts, strict=True),
+                                                    start=k):
             for j, t in enumerate(self.types):
-                code = book.code(payload[j], t)
-                assert code is not None, payload
+                code = book.code(values[j], t)
+                assert code is not None, values
                 ctx[i, j] = code
             lo[i] = end(a)
             hi[i] = end(b)
-        return CodedIntervals(book, self.types, self.xtype, self.bcols.tolist(), ctx, lo, hi)
+        spec = [(kind, remap_one(ref, typ) if kind else ref, typ)
+                for kind, ref, typ in self.bspec]
+        return CodedIntervals(book, self.types, self.xtype, spec, ctx, lo, hi, self.split)
 
     # -- persistence ----------------------------------------------------------------------
     def writes_base(self) -> bool:
@@ -378,13 +412,15 @@ class CodedIntervals:
 
     def __getstate__(self) -> list[Any]:
         """Inline (no segment store): the arrays and every dead position."""
-        return [self.book, list(self.types), self.xtype, self.bcols, self.ctx, self.lo,
-                self.hi, self.tree, sorted(self._dead | self._killed)]
+        return [self.book, list(self.types), self.xtype, [list(b) for b in self.bspec],
+                self.split, self.ctx, self.lo, self.hi, self.tree,
+                sorted(self._dead | self._killed)]
 
     def __setstate__(self, state: list[Any]) -> None:
-        (self.book, types, self.xtype, self.bcols, self.ctx, self.lo, self.hi, self.tree,
+        (self.book, types, self.xtype, bspec, split, self.ctx, self.lo, self.hi, self.tree,
          dead) = state
         self.types = tuple(types)
+        self._spec(bspec, split)
         self._check()
         if any(type(p) is not int or not 0 <= p < self.n for p in dead):
             raise CorruptSegment("a coded interval part names a dead position out of range")
@@ -396,8 +432,8 @@ class CodedIntervals:
             self.ctx.shape != (n, len(self.types)) or self.hi.shape != (n,)
             or self.lo.shape != (n,) or self.tree.ndim != 1 or self.tree.shape[0] < 2
             or self.tree.shape[0] < 2 * ((n + BLOCK - 1) // BLOCK)
-            or self.bcols.ndim != 1
             or any(not 0 <= c < len(self.types) for c in self.bcols.tolist())
+            or (self.split and not self.types)
         ):
             raise CorruptSegment("a coded interval part whose arrays do not match")
 
@@ -413,21 +449,21 @@ class CodedIntervals:
             name = sink.write([pack_rows(self.book.strings)])
         else:
             sink.keep([name])
-        return ["coded", name, list(self.types), self.xtype, self.bcols.tolist(),
-                sink.array(self.ctx), sink.array(self.lo), sink.array(self.hi),
+        return ["coded", name, list(self.types), self.xtype, [list(b) for b in self.bspec],
+                self.split, sink.array(self.ctx), sink.array(self.lo), sink.array(self.hi),
                 sink.array(self.tree), save_dead(sink, self._chain, self._dead, self._killed)]
 
     @classmethod
     def __restore__(cls, source: SegmentSource, ref: Any) -> "CodedIntervals":
         """Open what ``__persist__`` saved: the arrays mapped, the dead positions read."""
-        _, name, types, xtype, bcols, ctx, lo, hi, tree, chain = ref
+        _, name, types, xtype, bspec, split, ctx, lo, hi, tree, chain = ref
         obj = cls.__new__(cls)
         book = CodeBook(unpack_rows(source.read(name)))
         book.opened_from = name
         obj.book = book
         obj.types = tuple(types)
         obj.xtype = xtype
-        obj.bcols = np.asarray(bcols, np.int64)
+        obj._spec(bspec, split)
         obj.ctx = source.open_array(ctx)
         obj.lo = source.open_array(lo)
         obj.hi = source.open_array(hi)

@@ -10,9 +10,13 @@ tuple join (``deltalog.engine.ivm.lftj``), which records into the indices' dynam
 
 What the compiled join does not do the way the tuple join does is refused with
 ``NotColumnar`` (the reason as its message), and the tuple join records instead: a
-negation (probed inside the join there, after it here), a complement atom, an atom with
-no variables, a variable computed by arithmetic, a comparison across types, a value with
-no 64-bit code or at the ends of the code range (they stand for −inf and +inf).
+complement atom, an atom with no variables, a variable computed by arithmetic, a
+comparison across types, two negations of one relation probed alike, a value with no
+64-bit code or at the ends of the code range (they stand for −inf and +inf). Negations
+are checked on the join's output (the tuple join probes them inside the join): their
+probes are recorded for the bindings that reach it, and the deeper levels' intervals
+under a binding a negation rejects are recorded too, which is more than the tuple join
+records and never less than the maintenance needs.
 """
 
 from collections.abc import Sequence
@@ -23,12 +27,13 @@ import numpy as np
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
 from deltalog.engine.columnar.encoding import Codes, NotColumnar
-from deltalog.engine.columnar.rows import Relation
-from deltalog.engine.columnar.rules import CompiledRule, run_lftj
-from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals
-from deltalog.engine.join.plan import Env, RulePlan
+from deltalog.engine.columnar.rows import Relation, sorted_distinct
+from deltalog.engine.columnar.rules import CompiledRule, _Cols, run_lftj
+from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals, Record
+from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
+from deltalog.engine.sentinels import BOTTOM, TOP
 from deltalog.engine.storage import RelationStore
 from deltalog.engine.syntax.ast import Atom, Compare, Const, Expr, Negation, Rule
 
@@ -61,20 +66,20 @@ def _rule_strings(rule: Rule) -> set[str]:
 def record_body(
     plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram, store: RelationStore,
     stats: JoinStats,
-) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], int]:
+) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], dict[IndexKey, list[Record]],
+           int]:
     """The units of the body ``plan`` joins (``deltalog.engine.ivm.rule.RuleMaintainer``'s
     plan; ``indexed[a]``: atom a has sensitivity indices) over the current versions, its
-    sensitivity intervals as static parts by index key, and how many intervals;
+    sensitivity intervals as static parts by index key (and the few a negation with no
+    bound variable records, as values), and how many intervals;
     ``NotColumnar`` when the compiled join cannot record this rule as the tuple join
     would."""
     prep = plan.prep
-    if prep.negations:
-        raise NotColumnar("a negation (probed inside the tuple join)")
     if plan.complements:
         raise NotColumnar("a complement atom")
     if any(not a.vars for a in prep.atoms):
         raise NotColumnar("an atom with no variables")
-    preds = {a.pred for a in prep.atoms}
+    preds = {a.pred for a in prep.atoms} | {n.pred for n in prep.negations}
     strings: list[set[Any]] = [_rule_strings(prep.rule)]  # not a string: NotColumnar
     for pred in preds:
         schema = prog.schemas[pred]
@@ -88,9 +93,9 @@ def record_body(
         schema = prog.schemas[pred]
         listed = list(store[pred].rows)
         if listed:
-            cols = [codes.encode([r[i] for r in listed], c.type)
-                    for i, c in enumerate(schema.columns)]
-            table = np.stack(cols, axis=1)
+            encoded = [codes.encode([r[i] for r in listed], c.type)
+                       for i, c in enumerate(schema.columns)]
+            table = np.stack(encoded, axis=1)
             if (table == kernels.BOT).any() or (table == kernels.TOP).any():
                 raise NotColumnar("a value at the ends of the 64-bit range")
         else:
@@ -107,10 +112,18 @@ def record_body(
     for op, left, right in kplan.pre_checks:
         a, b = eval_expr(left, {}), eval_expr(right, {})
         if a is None or b is None or not compare(op, a, b):
-            return {}, {}, 0
+            return {}, {}, {}, 0
+    pos = {v: i for i, v in enumerate(plan.order)}
+    # Negations are checked on the join's output, so it runs to the last level any
+    # negation reads: the tuple join probes one where its last bound variable is bound.
+    probes = []
+    for neg in prep.negations:
+        bound = {v for v in neg.vars if v in pos}
+        probes.append((neg, negation_perm(neg, bound),
+                       max((pos[v] for v in bound), default=-1)))
     exist = plan.exist_level
-    kplan.exist = exist
-    kplan.out = list(plan.order[:exist])
+    kplan.exist = max([exist] + [j + 1 for _, _, j in probes])
+    kplan.out = list(plan.order[: kplan.exist])
     sources = [relations[a.pred] for a in prep.atoms]
     args, slots, atom_of = rule.kernel_args(kplan, sources)
     flat = [(level, atom_of[k], depth) for level, sl in enumerate(slots) for k, depth in sl]
@@ -124,19 +137,29 @@ def record_body(
     stats.seeks += int(counters[kernels.C_SEEKS])
     stats.nexts += int(counters[kernels.C_NEXTS])
     types = [rule.types[v] for v in plan.order]
-    # Units: the values of the variables before the existential level.
-    out = out[:n]
-    columns = [codes.python(out[:, j], types[j]) for j in range(exist)]
-    names = plan.order[:exist]
+    book = CodeBook(codes.strings.tolist())
+    parts: dict[IndexKey, CodedIntervals] = {}
+    plain: dict[IndexKey, list[Record]] = {}
+    out = np.ascontiguousarray(out[:n])
+    names = plan.order[: kplan.exist]
+    cols = _Cols(n, {v: out[:, i] for i, v in enumerate(names)},
+                 {v: types[i] for i, v in enumerate(names)})
+    added = 0
+    for neg, perm, j in probes:
+        added += _record_probes(prog, rule, book, cols, neg, perm, j, types, pos, parts, plain)
+        if cols.n:
+            cols.keep(~rule._negated(cols, neg))
+    # Units: the distinct values of the variables before the existential level.
+    kept = np.stack([cols.codes[v] for v in plan.order[:exist]], axis=1) if exist else (
+        np.zeros((cols.n, 0), np.int64))
+    kept = sorted_distinct(kept) if exist else kept[:1]
+    columns = [codes.python(kept[:, j], types[j]) for j in range(exist)]
     units: dict[Unit, Env] = {}
-    for values in zip(*columns, strict=True) if columns else ([()] if n else []):
-        units[values] = dict(zip(names, values, strict=True))
+    for values in zip(*columns, strict=True) if columns else ([()] if len(kept) else []):
+        units[values] = dict(zip(plan.order[:exist], values, strict=True))
     # Intervals, by slot: the slot's level L gives the context width, its atom and depth
     # the index; the bucket is the atom's earlier columns, each an earlier variable.
     rec = rec[:rn]
-    book = CodeBook(codes.strings.tolist())
-    pos = {v: i for i, v in enumerate(plan.order)}
-    parts: dict[IndexKey, CodedIntervals] = {}
     if rn:
         slot = rec[:, 0].astype(np.int16) if len(flat) < 2**15 else rec[:, 0]
         by_slot = np.argsort(slot, kind="stable")  # a radix sort on int16
@@ -151,10 +174,51 @@ def record_body(
             bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
             part = rec[lo_:hi_]
             parts[("atom", a, depth)] = CodedIntervals(
-                book, types[:level], types[level], bcols,
+                book, types[:level], types[level], [(0, c, types[c]) for c in bcols],
                 np.ascontiguousarray(part[:, 3 : 3 + level]), part[:, 1].copy(),
                 part[:, 2].copy(),
             )
-    return units, parts, int(rn)
+    return units, parts, plain, int(rn) + added
+
+
+def _record_probes(
+    prog: AnalyzedProgram, rule: CompiledRule, book: CodeBook, cols: _Cols, neg: Atom,
+    perm: tuple[int, ...], j: int, types: list[str], pos: dict[str, int],
+    parts: dict[IndexKey, CodedIntervals], plain: dict[IndexKey, list[Record]],
+) -> int:
+    """The intervals of the probes of ``!neg`` the tuple join makes for the bindings in
+    ``cols`` (Veldhuizen 2014, §4.1: a probe of prefix p depends on p alone): index
+    ("neg", relation, column order, depth), bucket the prefix but its last value, lo =
+    hi = that value, payload (the values before level ``j``, the value at ``j``); a
+    negation with no bound variable is probed once, before the join, and its change
+    re-evaluates the whole rule (payload None; "whole" when it has no constant either)."""
+    schema = prog.schemas[neg.pred]
+    spec: list[tuple[int, int, str]] = []
+    for i in perm:
+        arg = neg.args[i]
+        typ = schema.columns[i].type
+        if isinstance(arg, Const):
+            value = float(arg.value) if typ == "float" else arg.value  # type: ignore[arg-type]
+            spec.append((1, rule.codes.code(value, typ), typ))
+        elif arg.name in pos:
+            if types[pos[arg.name]] != typ:
+                raise NotColumnar(f"a {types[pos[arg.name]]} value probed in a {typ} column")
+            spec.append((0, pos[arg.name], typ))
+    key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1) if spec else ("whole", neg.pred)
+    if key in parts or key in plain:
+        raise NotColumnar(f"two negations of {neg.pred} probed alike")
+    if j < 0:
+        consts = tuple(book.value(ref, typ) for _, ref, typ in spec)
+        plain[key] = [(consts[:-1], consts[-1], consts[-1], None)] if consts else [
+            ((), BOTTOM, TOP, None)]
+        return 1
+    if not cols.n:
+        return 0
+    ctx = sorted_distinct(np.stack([cols.codes[v] for v in list(pos)[: j + 1]], axis=1))
+    kind, ref, typ = spec[-1]
+    point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
+    parts[key] = CodedIntervals(book, types[: j + 1], typ, spec[:-1], ctx, point,
+                                point.copy(), split=True)
+    return len(ctx)
 
 

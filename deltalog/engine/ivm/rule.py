@@ -27,7 +27,14 @@ from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
 from deltalog.engine.ivm.surgery import tree_surgery
 from deltalog.engine.join.complement import Complement
-from deltalog.engine.join.plan import Env, RulePlan, build_plan, complement_pairs, prepare
+from deltalog.engine.join.plan import (
+    Env,
+    RulePlan,
+    build_plan,
+    complement_pairs,
+    negation_perm,
+    prepare,
+)
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.storage import RelationStore, SortedRows, permute
 from deltalog.engine.syntax.ast import Rule
@@ -93,7 +100,7 @@ class RuleMaintainer:
         self.recorded_by = ""  # which join recorded the first evaluation (``initialize``)
         self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
         absorbed = set(self.complements.values())
-        self.negated = {(n.pred, _neg_perm(n, self.plan))
+        self.negated = {(n.pred, negation_perm(n, set(self.plan.order)))
                         for k, n in enumerate(self.prep.negations) if k not in absorbed}
         self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
 
@@ -172,7 +179,8 @@ class RuleMaintainer:
             try:
                 if self.paper_trace:
                     raise NotColumnar("the paper's trace is asked for")
-                units, parts, added = record_body(self.plan, self.indexed, prog, store, stats)
+                units, parts, plain, added = record_body(self.plan, self.indexed, prog,
+                                                         store, stats)
             except NotColumnar as why:
                 self.recorded_by = f"tuples: {why}"
             else:
@@ -184,6 +192,9 @@ class RuleMaintainer:
                 for key, part in parts.items():
                     index = self.indices[key] = IntervalIndex()
                     index.static = part
+                for key, records in plain.items():
+                    self.indices[key] = IntervalIndex()
+                    self.indices[key].add_many(records)
                 counters.intervals_added += added
                 counters.units_evaluated += len(units)
                 counters.compiled_rules += 1
@@ -274,13 +285,3 @@ class RuleMaintainer:
         new = self._evaluate(store, False, root, True, stats, counters, complements)
         return old, new
 
-
-def _neg_perm(atom: Any, plan: RulePlan) -> tuple[int, ...]:
-    """The column order a negated atom is probed in: bound columns first (as the plan's
-    negation check does), then the free ones."""
-    from deltalog.engine.syntax.ast import Const
-
-    pos = set(plan.order)
-    fixed = [i for i, a in enumerate(atom.args) if isinstance(a, Const) or a.name in pos]
-    free = [i for i in range(len(atom.args)) if i not in fixed]
-    return tuple(fixed + free)

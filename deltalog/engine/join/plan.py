@@ -274,18 +274,21 @@ def _lower_bound(c: Compare, var: str, pos: Mapping[str, int]) -> Expr | None:
 NegationProbe = Callable[[str, tuple[int, ...], tuple[Value, ...]], bool]
 
 
+def negation_perm(atom: Atom, bound_vars: AbstractSet[str]) -> tuple[int, ...]:
+    """The column order a negated atom is probed in: its constants and bound variables
+    first, then its free columns (``_``, or variables bound nowhere)."""
+    fixed = [i for i, a in enumerate(atom.args)
+             if isinstance(a, Const) or a.name in bound_vars]
+    return tuple(fixed + [i for i in range(len(atom.args)) if i not in fixed])
+
+
 def _negation_check(
     atom: Atom, bound_vars: set[str], probe: NegationProbe
 ) -> Callable[[Env], bool]:
     """``!atom``: no row of the relation agrees on the bound columns (free ones are ``_``)."""
-    fixed: list[tuple[int, Const | Var]] = []
-    free: list[int] = []
-    for i, arg in enumerate(atom.args):
-        if isinstance(arg, Const) or arg.name in bound_vars:
-            fixed.append((i, arg))
-        else:
-            free.append(i)
-    perm = tuple([i for i, _ in fixed] + free)
+    perm = negation_perm(atom, bound_vars)
+    nfixed = sum(1 for a in atom.args if isinstance(a, Const) or a.name in bound_vars)
+    fixed = [(i, atom.args[i]) for i in perm[:nfixed]]
     getters: list[tuple[Value, str | None]] = [
         (a.value, None) if isinstance(a, Const) else (0, a.name) for _, a in fixed
     ]

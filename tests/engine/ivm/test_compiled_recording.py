@@ -50,12 +50,14 @@ def _lit(typ: str, i: int) -> str:
 @st.composite
 def compiled_programs(draw: Any) -> tuple[str, str]:
     """(type, program): 1-2 rules over e/f/u of one column type, positive atoms with
-    constants, repeated variables and wildcards, and comparisons of two variables or a
-    variable and a constant (the bounds the compiled join seeks past)."""
+    constants, repeated variables and wildcards, a negation (of bound variables,
+    constants and wildcards), and comparisons of two variables or a variable and a
+    constant (the bounds the compiled join seeks past)."""
     typ = draw(st.sampled_from(sorted(VALUES)))
     decls = (f".decl e(a: {typ}, b: {typ})\n.decl f(a: {typ}, b: {typ})\n"
-             f".decl u(a: {typ})\n")
+             f".decl u(a: {typ})\n.decl g(a: {typ}, b: {typ})\n")
     arity = {"e": 2, "f": 2, "u": 1}
+    negated = {**arity, "g": 2}  # g only ever negated: its probes alone see its changes
     rules = []
     for r in range(draw(st.integers(1, 2))):
         body: list[str] = []
@@ -78,6 +80,11 @@ def compiled_programs(draw: Any) -> tuple[str, str]:
             body.append("u(x)")
             bound.append("x")
         names = sorted(set(bound))
+        for _ in range(draw(st.integers(0, 1))):
+            pred = draw(st.sampled_from(sorted(negated)))
+            args = [draw(st.sampled_from([*names, "_", "const"])) for _ in range(negated[pred])]
+            args = [_lit(typ, draw(st.integers(0, 5))) if a == "const" else a for a in args]
+            body.append(f"!{pred}({', '.join(args)})")
         for _ in range(draw(st.integers(0, 2))):
             op = draw(st.sampled_from(["<", "<=", ">", ">=", "!=", "="]))
             left = draw(st.sampled_from(names))
@@ -95,6 +102,7 @@ def _data(draw: Any, typ: str, indexes: list[int]) -> dict[str, set[tuple[Any, .
         "e": draw(st.sets(st.tuples(vals, vals), max_size=14)),
         "f": draw(st.sets(st.tuples(vals, vals), max_size=14)),
         "u": draw(st.sets(st.tuples(vals), max_size=5)),
+        "g": draw(st.sets(st.tuples(vals, vals), max_size=8)),
     }
 
 
@@ -118,7 +126,7 @@ def test_compiled_recording_maintains_like_recompute_and_the_tuple_join(program,
             compiled = IncrementalEngine.loads(compiled.dumps(store), store)
         deltas: dict[str, dict[tuple[Any, ...], int]] = {}
         for _ in range(data.draw(st.integers(1, 5))):
-            name = data.draw(st.sampled_from(["e", "f", "u"]))
+            name = data.draw(st.sampled_from(["e", "f", "u", "g"]))
             row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
             deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
         out = compiled.apply(deltas)
@@ -136,20 +144,27 @@ def _maintainers(engine: IncrementalEngine) -> list[Any]:
             for h in m.heads]
 
 
-def test_a_join_of_positive_atoms_records_on_the_compiled_join_and_a_negation_does_not():
+def test_joins_and_negations_record_on_the_compiled_join_and_arithmetic_does_not():
     prog = load_program(
         ".decl e(x: int, y: int)\n"
         "tri(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y, y < z.\n"
-        "lone(x) :- e(x, _), !e(_, x).\n")
+        "lone(x) :- e(x, _), !e(_, x).\n"
+        "next(x, y) :- e(x, _), y = x + 1.\n"
+        "twice(x) :- e(x, y), !e(y, 1), !e(y, 2).\n")
     edges = {(1, 2), (2, 3), (1, 3), (3, 4)}
     engine = IncrementalEngine(prog, {"e": edges}, "sensitivity")
     by_head = {m.rule.head.pred: m for m in _maintainers(engine)}
     assert by_head["tri"].recorded_by == "compiled"
-    assert by_head["lone"].recorded_by.startswith("tuples: a negation")
-    assert engine.last_stats.work["compiled_rules"] == 1
+    assert by_head["lone"].recorded_by == "compiled"
+    assert by_head["next"].recorded_by == "tuples: a variable computed by arithmetic"
+    assert by_head["twice"].recorded_by == "tuples: two negations of e probed alike"
+    assert engine.last_stats.work["compiled_rules"] == 2
     static = [i.static for i in by_head["tri"].indices.values()]
     assert static and all(type(s) is CodedIntervals for s in static)
     assert engine.relation("tri") == {(1, 2, 3)}
+    assert engine.relation("lone") == {(1,)}
+    engine.apply({"e": {(4, 1): 1}})
+    assert engine.relation("lone") == set()
 
 
 def test_a_single_edge_on_a_compiled_triangle_engine_stabs_a_few_intervals():
@@ -188,7 +203,7 @@ def _part(typ: str, rng: random.Random, n: int) -> tuple[CodedIntervals, list[An
         a, b = sorted(rng.sample([-1, *range(len(ends)), len(ends)], 2))
         lo[i] = -(2**63) if a < 0 else ends[min(a, len(ends) - 1)]
         hi[i] = 2**63 - 1 if b >= len(ends) else ends[b]
-    part = CodedIntervals(book, [typ, typ], typ, [0], ctx, lo, hi)
+    part = CodedIntervals(book, [typ, typ], typ, [(0, 0, typ)], ctx, lo, hi)
     return part, part.live_records()
 
 
@@ -277,3 +292,13 @@ def test_a_string_between_a_strict_bound_and_the_next_coded_string_is_stabbed():
     change = {"e": {("x1", "ab"): 1}, "f": {("y1", "ab"): 1}}
     engine.apply(change)
     assert engine.relation("p") == {("x1", "y1", "ab")}
+
+
+def test_a_binding_a_negation_rejected_at_load_appears_when_the_negated_row_goes():
+    prog = load_program(".decl e(x: int, y: int)\n.decl g(x: int, y: int)\n"
+                        "p(x) :- e(x, y), !g(y, 1).")
+    engine = IncrementalEngine(prog, {"e": {(1, 2), (3, 4)}, "g": {(2, 1)}}, "sensitivity")
+    assert [m.recorded_by for m in _maintainers(engine)] == ["compiled"]
+    assert engine.relation("p") == {(3,)}
+    engine.apply({"g": {(2, 1): -1, (4, 1): 1}})
+    assert engine.relation("p") == {(1,)}
