@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from deltalog.engine.columnar.encoding import float_codes, float_values
+from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_codes, float_values
 from deltalog.engine.columnar.kernels import BOT, TOP
 from deltalog.engine.columnar.rows import sort_order
 from deltalog.engine.segments import (
@@ -347,61 +347,78 @@ class CodedIntervals:
             out.append((bucket, self._end(lo), self._end(hi), payload))
         return out
 
-    def merged(self, records: list[Record]) -> "CodedIntervals":
-        """A new part: the live intervals and ``records`` (recorded since, as values),
-        coded with a dictionary that also holds the strings ``records`` bring."""
+    def like(self, records: list[Record]) -> "CodedIntervals":
+        """A new part of ``records`` (intervals of this index as values, recorded since),
+        coded alike with a dictionary of their own strings (and the bucket's constants);
+        ``NotColumnar`` for a value with no code (an int beyond 64 bits or at its ends)."""
+        n = len(records)
         contexts = [(*p[0], p[1]) if self.split else p for _, _, _, p in records]
-        strings = set(self.book.strings)
-        string_cols = [j for j, t in enumerate(self.types) if t == "string"]
-        for (_, lo, hi, _), values in zip(records, contexts, strict=True):
-            for j in string_cols:
-                strings.add(values[j])
-            if self.xtype == "string":
-                strings.update(v for v in (lo, hi) if type(v) is str)
-        book = CodeBook(sorted(strings)) if len(strings) > len(self.book.strings) else (
-            self.book)
-        remap = np.searchsorted(np.array(book.strings, dtype=object),
-                                np.array(self.book.strings, dtype=object)).astype(np.int64) \
-            if self.book.strings else np.zeros(0, np.int64)
-        def remap_one(code: int, typ: str) -> int:
-            return int(remap[code]) if typ == "string" else code
-
-        alive = self._alive()
-        k = len(alive)
-        total = k + len(records)
-        ctx = np.empty((total, len(self.types)), np.int64)
-        lo = np.empty(total, np.int64)
-        hi = np.empty(total, np.int64)
-        for j, t in enumerate(self.types):
-            col = self.ctx[alive, j]
-            ctx[:k, j] = remap[col] if t == "string" else col
-        for old, target in ((self.lo[alive], lo), (self.hi[alive], hi)):
-            if self.xtype == "string":
-                old = old.copy()
-                inner = (old != _MIN) & (old != _MAX)
-                old[inner] = remap[old[inner]]
-            target[:k] = old
-
-        def end(v: Any) -> int:
-            if v is BOTTOM:
-                return _MIN
-            if v is TOP_VALUE:
-                return _MAX
-            code = book.code(v, self.xtype)
-            assert code is not None, v
-            return code
-
-        for i, ((_, a, b, _), values) in enumerate(zip(records, contexts, strict=True),
-                                                    start=k):
-            for j, t in enumerate(self.types):
-                code = book.code(values[j], t)
-                assert code is not None, values
-                ctx[i, j] = code
-            lo[i] = end(a)
-            hi[i] = end(b)
-        spec = [(kind, remap_one(ref, typ) if kind else ref, typ)
+        consts = [(self.book.value(ref, typ), typ) for kind, ref, typ in self.bspec if kind]
+        strings: set[str] = {v for v, typ in consts if typ == "string"}
+        columns = list(zip(*contexts, strict=True)) if n and self.types else [
+            () for _ in self.types]
+        for col, typ in zip(columns, self.types, strict=True):
+            if typ == "string":
+                strings.update(col)
+        los = [r[1] for r in records]
+        his = [r[2] for r in records]
+        if self.xtype == "string":
+            strings.update(v for v in los + his if type(v) is str)
+        codes = Codes([strings])
+        ctx = np.empty((n, len(self.types)), np.int64)
+        for j, (col, typ) in enumerate(zip(columns, self.types, strict=True)):
+            ctx[:, j] = codes.encode(list(col), typ) if n else 0
+        ends = []
+        for values in (los, his):
+            inner = [i for i, v in enumerate(values) if v is not BOTTOM and v is not TOP_VALUE]
+            out = np.array([_MIN if v is BOTTOM else _MAX for v in values], np.int64)
+            if inner:
+                out[inner] = codes.encode([values[i] for i in inner], self.xtype)
+            ends.append(out)
+            if ((out[inner] == _MIN) | (out[inner] == _MAX)).any():
+                raise NotColumnar("a value at the ends of the 64-bit range")
+        if ((ctx == _MIN) | (ctx == _MAX)).any():
+            raise NotColumnar("a value at the ends of the 64-bit range")
+        book = CodeBook(codes.strings.tolist())
+        spec = [(kind, codes.code(self.book.value(ref, typ), typ) if kind else ref, typ)
                 for kind, ref, typ in self.bspec]
-        return CodedIntervals(book, self.types, self.xtype, spec, ctx, lo, hi, self.split)
+        return CodedIntervals(book, self.types, self.xtype, spec, ctx, ends[0], ends[1],
+                              self.split)
+
+    @staticmethod
+    def concat(parts: "Sequence[CodedIntervals]") -> "CodedIntervals":
+        """One part of the live intervals of ``parts`` (of one index, coded alike but each
+        with its own dictionary): the dictionaries merged, every part's codes mapped."""
+        first = parts[0]
+        merged = sorted(set().union(*(p.book.strings for p in parts)))
+        book = CodeBook(merged) if len(parts) > 1 else first.book
+        pool = np.array(merged, dtype=object)
+        ctxs, los, his = [], [], []
+        for part in parts:
+            alive = part._alive()
+            remap = (np.searchsorted(pool, np.array(part.book.strings, dtype=object))
+                     .astype(np.int64) if part.book.strings else np.zeros(0, np.int64))
+            ctx = part.ctx[alive]
+            for j, t in enumerate(part.types):
+                if t == "string" and len(alive):
+                    ctx[:, j] = remap[ctx[:, j]]
+            ends = []
+            for old in (part.lo[alive], part.hi[alive]):
+                if part.xtype == "string":
+                    inner = (old != _MIN) & (old != _MAX)
+                    old[inner] = remap[old[inner]]
+                ends.append(old)
+            ctxs.append(ctx)
+            los.append(ends[0])
+            his.append(ends[1])
+        spec = [(kind, book.code(first.book.value(ref, typ), typ) if kind else ref, typ)
+                for kind, ref, typ in first.bspec]
+        return CodedIntervals(book, first.types, first.xtype, spec, np.concatenate(ctxs),
+                              np.concatenate(los), np.concatenate(his), first.split)
+
+    def merged(self, records: list[Record]) -> "CodedIntervals":
+        """A new part: the live intervals and ``records`` (recorded since, as values)."""
+        return self.concat([self, self.like(records)] if records else [self])
 
     # -- persistence ----------------------------------------------------------------------
     def writes_base(self) -> bool:

@@ -8,6 +8,13 @@ words per interval and no per-node objects; a found interval is marked dead ther
 Maintenance records few at a time: they go into a dynamic scan tree (``IntervalTree``, a
 treap). Both answer a stab in O((m+1) log n).
 
+When the compiled join recorded the initial evaluation, the static part is on arrays
+(``deltalog.engine.ivm.coded_intervals.CodedIntervals``) and so is what maintenance
+records: each batch a part of its own (``levels``), the last two merged while the newer
+is at least half the older (so O(log n) of them, each interval merged O(log n) times),
+all folded into the static part when a save finds them past ``COMPACT_SHARE`` of it. A
+batch with a value that has no 64-bit code goes to the treap instead.
+
 The static part is cut into pages of ``PAGE`` intervals, and its scan tree into two
 levels: a segment tree over the pages' maxima of interval ends, and one over the ends of
 each page, built when a stab or a kill first reaches the page. A stab walks the first to
@@ -75,6 +82,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
+from deltalog.engine.columnar.encoding import NotColumnar
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
 from deltalog.engine.ivm.scan_tree import Interval, IntervalTree
 from deltalog.engine.segments import (
@@ -422,6 +430,10 @@ class IntervalIndex:
         # arrays, ``deltalog.engine.ivm.coded_intervals``); the same queries.
         self.static: StaticIntervals | CodedIntervals | None = None
         self.dynamic = IntervalTree()
+        # Beside a static part on arrays, what commits record goes into parts on arrays
+        # too, one per batch, merged while a part is at least half the one before it (the
+        # treap takes what they cannot code: an int beyond 64 bits).
+        self.levels: list[CodedIntervals] = []
         self._opened(())
 
     def _opened(self, chain: tuple[str, ...], whole: int = 0, behind: int = 0) -> None:
@@ -433,7 +445,8 @@ class IntervalIndex:
         self._removed: list[int] = []
 
     def __len__(self) -> int:
-        return (self.static.live if self.static else 0) + len(self.dynamic)
+        return ((self.static.live if self.static else 0) + len(self.dynamic)
+                + sum(level.live for level in self.levels))
 
     def add_many(self, intervals: Iterable[Record]) -> None:
         batch = intervals if isinstance(intervals, list) else list(intervals)
@@ -442,18 +455,33 @@ class IntervalIndex:
         if len(batch) * 4 > len(self):
             self.static = self._folded(batch)
             self.dynamic = IntervalTree()
+            self.levels = []
             self._opened(())
-        else:
-            for bucket, lo, hi, payload in batch:
-                self.dynamic.add(bucket, lo, hi, payload)
+            return
+        if type(self.static) is CodedIntervals and batch:
+            try:
+                self.levels.append(self.static.like(batch))
+            except NotColumnar:
+                pass
+            else:
+                levels = self.levels
+                while len(levels) > 1 and 2 * levels[-1].live >= levels[-2].live:
+                    levels[-2:] = [CodedIntervals.concat(levels[-2:])]
+                return
+        for bucket, lo, hi, payload in batch:
+            self.dynamic.add(bucket, lo, hi, payload)
 
     def _folded(self, batch: list[Record]) -> "StaticIntervals | CodedIntervals":
         """One static part of every live interval and ``batch``: on arrays when the
         static part is."""
         static = self.static
         if type(static) is CodedIntervals:
-            dynamic = [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
-            return static.merged(batch + dynamic)
+            rest = batch + [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
+            try:
+                return CodedIntervals.concat(
+                    [static, *self.levels, *([static.like(rest)] if rest else [])])
+            except NotColumnar:
+                pass
         return StaticIntervals(batch + self.intervals())
 
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[tuple[Any, Any, Any]]:
@@ -465,6 +493,11 @@ class IntervalIndex:
                 _, lo, hi, payload = static.record(pos)
                 out.append((lo, hi, payload))
                 static.kill(pos)
+        for level in self.levels:
+            for pos in level.stab(bucket, x):
+                _, lo, hi, payload = level.record(pos)
+                out.append((lo, hi, payload))
+                level.kill(pos)
         if len(self.dynamic):
             mark = self._mark
             for lo, hi, payload, uid in self.dynamic.stab_uids(bucket, x):
@@ -476,6 +509,8 @@ class IntervalIndex:
     def intervals(self) -> list[Record]:
         """Every live interval (for tests and inspection)."""
         out = self.static.live_records() if self.static is not None else []
+        for level in self.levels:
+            out += level.live_records()
         out += [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
         return out
 
@@ -483,10 +518,11 @@ class IntervalIndex:
     def __getstate__(self) -> list[Any]:
         """Inline (no segment store, or a small index): the static part, the dynamic
         intervals as rows with their uids, and the last uid."""
-        return [self.static, list(self.dynamic.records()), self.dynamic.uid]
+        return [self.static, list(self.dynamic.records()), self.dynamic.uid, self.levels]
 
     def __setstate__(self, state: list[Any]) -> None:
-        self.static, records, uid = state
+        self.static, records, uid = state[:3]
+        self.levels = list(state[3]) if len(state) > 3 else []
         self.dynamic = IntervalTree.load(records, uid)
         self._opened(())
 
@@ -500,11 +536,13 @@ class IntervalIndex:
         if len(self) < PAGED_MIN:
             return None
         dynamic = self.dynamic
+        levels = sum(level.live for level in self.levels)
         if (static is None or static.writes_base()
-                or len(dynamic) > COMPACT_SHARE * static.live):
-            part = static if static is not None and not len(dynamic) else self._folded([])
+                or len(dynamic) + levels > COMPACT_SHARE * static.live):
+            part = static if static is not None and not len(dynamic) and not self.levels \
+                else self._folded([])
             folded = part.__persist__(sink)
-            return None if folded is None else [folded, [], 0]
+            return None if folded is None else [folded, [], 0, []]
         chain = list(self._chain)
         added = [r for r in dynamic.records() if r[4] > self._mark] if chain else []
         changes = len(added) + len(self._removed)
@@ -525,13 +563,13 @@ class IntervalIndex:
         sink.keep(chain)
         if blob is not None:
             chain.append(sink.write([blob]))
-        return [ref, chain, dynamic.uid]
+        return [ref, chain, dynamic.uid, [level.__persist__(sink) for level in self.levels]]
 
     @classmethod
     def __restore__(cls, source: SegmentSource, ref: Any) -> "IntervalIndex":
         """Open what ``__persist__`` saved: the static part's index (no page), and the
         dynamic part's chain, replayed into a treap."""
-        static, chain, last = ref
+        static, chain, last = ref[:3]
         live: dict[int, Interval] = {}
         whole = behind = 0
         for k, name in enumerate(chain):
@@ -553,5 +591,7 @@ class IntervalIndex:
         obj.static = (CodedIntervals.__restore__(source, static) if static[0] == "coded"
                       else StaticIntervals.__restore__(source, static))
         obj.dynamic = IntervalTree.load(live.values(), last)
+        obj.levels = [CodedIntervals.__restore__(source, r) for r in (ref[3] if len(ref) > 3
+                                                                       else [])]
         obj._opened(tuple(chain), whole, behind)
         return obj

@@ -9,6 +9,7 @@ does."""
 import random
 from collections import Counter
 from functools import partial
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -252,17 +253,41 @@ def test_a_merged_part_codes_strings_it_never_saw():
     assert new[0] in [merged.record(p) for p in merged.stab(("b",), "b")]
 
 
-def test_an_index_with_an_array_part_folds_into_an_array_part():
+def test_an_index_with_an_array_part_keeps_what_commits_record_on_arrays():
+    """Small batches become parts on arrays, merged geometrically; a value with no code
+    goes to the treap; a large batch folds everything into one part; saved to a segment
+    store and opened, the same intervals, and stabs agree with a list throughout."""
     rng = random.Random(5)
-    part, _ = _part("int", rng, 5000)
+    part, records = _part("int", rng, 5000)
     index = IntervalIndex()
     index.static = part
-    extra = [((0,), 0, 1, (0, 5)), ((2,), BOTTOM, TOP, (2, 0))]
-    index.add_many(extra)  # few against what is there: the dynamic part
-    assert len(index.dynamic) == 2
-    index.add_many([((4,), 0, 0, (4, 4))] * 2000)  # many: one static part again, on arrays
-    assert type(index.static) is CodedIntervals and not len(index.dynamic)
-    assert len(index) == 5000 + 2 + 2000
+    everything = Counter(records)
+    for k in range(12):
+        batch = [((rng.choice([0, 1, 5]),), k, k + 1, (rng.choice([0, 1, 5]), 9))
+                 for _ in range(20)]
+        batch = [((p[0],), lo, hi, p) for _, lo, hi, p in batch]
+        index.add_many(batch)
+        everything.update(batch)
+    assert not len(index.dynamic) and 1 <= len(index.levels) <= 5
+    sizes = [level.live for level in index.levels]
+    assert all(2 * b < a for a, b in pairwise(sizes)), sizes
+    big = ((0,), 2**70, 2**70, (0, 2**70))
+    index.add_many([big])  # no int64 code: the treap
+    everything[big] += 1
+    assert len(index.dynamic) == 1
+    assert Counter(index.intervals()) == everything
+    store = CollectingSegments()
+    index = state_codec.loads(store.save(partial(state_codec.dumps, index)), store)
+    assert Counter(index.intervals()) == everything
+    for x in (0, 3, 7, 2**70):
+        got = Counter((b, lo, hi, p) for (lo, hi, p), b in
+                      ((r, (0,)) for r in index.stab((0,), x)))
+        want = Counter({r: c for r, c in everything.items() if _contains(r, (0,), x)})
+        assert got == want, x
+        everything -= want
+    index.add_many([((4,), 0, 0, (4, 4))] * 4000)  # many: one static part again, on arrays
+    assert type(index.static) is CodedIntervals and not index.levels
+    assert len(index) == everything.total() + 4000
 
 
 def test_a_coded_part_naming_a_dead_position_out_of_range_is_refused():
