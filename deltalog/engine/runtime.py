@@ -204,7 +204,7 @@ class IncrementalEngine:
             rows = set(prog.facts.get(name, ()))
             rows |= {self._one(name, r) for r in edb.get(name, ())}
             check_functional(prog.schemas[name], rows)
-            self.store[name].commit(dict.fromkeys(rows, 1))
+            self.store[name].load(rows)
         for name in edb:
             if name not in self.store or name in prog.idb:
                 raise NotSupportedError(
@@ -216,7 +216,7 @@ class IncrementalEngine:
         for stratum in prog.strata:
             m = _maintainer(prog, stratum, strategy, columnar)
             for pred, rows in m.initialize(self.store).items():
-                self.store[pred].commit(dict.fromkeys(rows, 1))
+                self.store[pred].load(rows if type(rows) is set else set(rows))
             self.store.settle()
             _add_work(work, m.work)
             self.strata.append((stratum, m))

@@ -268,6 +268,16 @@ class VersionedRelation:
         self._prev_views = {}
         return self.delta()
 
+    def load(self, rows: set[Row]) -> None:
+        """The first version of an empty, settled relation: ``rows`` (a set the relation
+        takes over), settled at once. A load's bulk path: no delta is kept (a load has no
+        previous version to present)."""
+        if self._rows or self._inserted or self._erased:
+            raise ValueError(f"relation {self.name} is not empty and settled")
+        self._rows = rows
+        self._indexes = {}
+        self._prev_views = {}
+
     def settle(self) -> None:
         """Forget the previous version: the current one is now the only one."""
         self._inserted, self._erased = set(), set()

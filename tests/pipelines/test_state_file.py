@@ -246,3 +246,24 @@ def test_a_large_segment_is_checked_whole_once_until_its_file_changes(
     result = run_all(spec, root)["path"]
     assert result.mode == "rebuilt" and "checksum" in result.rebuilt_because
     assert tables_right(spec, root, EDGES_V3)
+
+
+def test_an_array_of_no_bytes_is_saved_and_opened(tmp_path, monkeypatch):
+    """An array with a dimension of 0 (the context of a sensitivity index's first level
+    has no columns) is a segment of no bytes: it opens as itself, not as a checksum
+    failure."""
+    import numpy as np
+
+    monkeypatch.setattr(deltalog.engine.state_codec, "ARRAY_MIN", 0)  # every array a segment
+    from deltalog.pipelines.state_store import StratumState
+
+    arrays = [np.zeros((5, 0), np.int64), np.zeros(0, np.int64), np.arange(4, dtype=np.int64)]
+    state = StratumState(digest="test", seq=1, input_versions={}, edb_versions={},
+                         written={}, table_versions={})
+    save_state(tmp_path, state, lambda sink: state_codec.dumps(arrays, sink))
+    loaded = load_state(tmp_path)
+    assert loaded is not None
+    reader = loaded.open()
+    back = state_codec.loads(reader.read(loaded.root), reader)
+    assert [a.shape for a in back] == [(5, 0), (0,), (4,)]
+    assert back[2].tolist() == [0, 1, 2, 3]
