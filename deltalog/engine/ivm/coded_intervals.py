@@ -58,6 +58,35 @@ Record = tuple[tuple[Any, ...], Any, Any, Any]  # (bucket, lo, hi, payload)
 
 BLOCK = 64
 _MIN, _MAX = int(BOT), int(TOP)
+# A part whose codes all lie strictly inside these keeps its arrays as int32, its ends'
+# sentinels the int32 extremes (half the bytes: a graph's ids, a dictionary's ranks).
+_N_MIN, _N_MAX = -(2**31), 2**31 - 1
+
+
+def _narrowed(ctx: I64, lo: I64, hi: I64) -> tuple[Any, Any, Any]:
+    """(ctx, lo, hi) as int32 when every code fits with room for the sentinels (BOT and
+    TOP becoming the int32 extremes), else as they are."""
+    if not len(lo):
+        return ctx, lo, hi
+    ends = np.concatenate([lo[lo != BOT], hi[hi != TOP]])
+    values = [ctx.reshape(-1), ends] if ctx.size else [ends]
+    for v in values:
+        if len(v) and (int(v.min()) <= _N_MIN + 1 or int(v.max()) >= _N_MAX - 1):
+            return ctx, lo, hi
+    lo32 = np.where(lo == BOT, _N_MIN, lo).astype(np.int32)
+    hi32 = np.where(hi == TOP, _N_MAX, hi).astype(np.int32)
+    return ctx.astype(np.int32), lo32, hi32
+
+
+def _widened(values: Any, ends: bool) -> I64:
+    """int64 codes of an int32 array (ends: its sentinels back to BOT and TOP)."""
+    if values.dtype == np.int64:
+        return values  # type: ignore[no-any-return]
+    wide = values.astype(np.int64)
+    if ends:
+        wide[values == _N_MIN] = _MIN
+        wide[values == _N_MAX] = _MAX
+    return wide  # type: ignore[no-any-return]
 
 
 @njit(cache=True, nogil=True)
@@ -248,9 +277,10 @@ class CodedIntervals:
             keys[:, j] = ctx[:, c]
         keys[:, -1] = low
         order = sort_order(keys)
-        self.ctx = np.ascontiguousarray(ctx[order], np.int64).reshape(len(lo), len(self.types))
-        self.lo = np.ascontiguousarray(lo[order], np.int64)
-        self.hi = np.ascontiguousarray(hi[order], np.int64)
+        self.ctx, self.lo, self.hi = _narrowed(
+            np.ascontiguousarray(ctx[order], np.int64).reshape(len(lo), len(self.types)),
+            np.ascontiguousarray(lo[order], np.int64),
+            np.ascontiguousarray(hi[order], np.int64))
         self.tree = _max_tree(self.hi)
         self._opened((), set())
 
@@ -276,11 +306,12 @@ class CodedIntervals:
         if not self.live:
             return []
         book = self.book
+        narrow = self.lo.dtype == np.int32
         bvals = np.empty(len(self.bcols), np.int64)
         j = 0
         for v, (kind, ref, typ) in zip(bucket, self.bspec, strict=True):
             code = book.code(v, typ)
-            if code is None:
+            if code is None or (narrow and not _N_MIN < code < _N_MAX):
                 return []  # no interval was recorded under a value the part never saw
             if kind:
                 if code != ref:
@@ -289,6 +320,9 @@ class CodedIntervals:
                 bvals[j] = code
                 j += 1
         qlo, qhi = book.query(x, self.xtype)
+        if narrow:  # beyond every code the part holds: as far as the int32 sentinels
+            qlo = min(max(qlo, _N_MIN), _N_MAX - 1)
+            qhi = min(max(qhi, _N_MIN + 1), _N_MAX)
         found = _stab(self.ctx, self.bcols, self.lo, self.hi, self.tree, bvals, qlo,
                       qhi).tolist()
         dead, killed = self._dead, self._killed
@@ -297,9 +331,10 @@ class CodedIntervals:
         return found  # type: ignore[no-any-return]
 
     def _end(self, code: int) -> Any:
-        if code == _MIN:
+        narrow = self.lo.dtype == np.int32
+        if code == (_N_MIN if narrow else _MIN):
             return BOTTOM
-        if code == _MAX:
+        if code == (_N_MAX if narrow else _MAX):
             return TOP_VALUE
         return self.book.value(code, self.xtype)
 
@@ -337,7 +372,8 @@ class CodedIntervals:
         if not len(alive):
             return []
         book = self.book
-        cols = [book.values(self.ctx[alive, j], t) for j, t in enumerate(self.types)]
+        cols = [book.values(_widened(self.ctx[alive, j], False), t)
+                for j, t in enumerate(self.types)]
         contexts = list(zip(*cols, strict=True)) if cols else [()] * len(alive)
         los = self.lo[alive].tolist()
         his = self.hi[alive].tolist()
@@ -398,12 +434,12 @@ class CodedIntervals:
             alive = part._alive()
             remap = (np.searchsorted(pool, np.array(part.book.strings, dtype=object))
                      .astype(np.int64) if part.book.strings else np.zeros(0, np.int64))
-            ctx = part.ctx[alive]
+            ctx = _widened(part.ctx[alive], False)
             for j, t in enumerate(part.types):
                 if t == "string" and len(alive):
                     ctx[:, j] = remap[ctx[:, j]]
             ends = []
-            for old in (part.lo[alive], part.hi[alive]):
+            for old in (_widened(part.lo[alive], True), _widened(part.hi[alive], True)):
                 if part.xtype == "string":
                     inner = (old != _MIN) & (old != _MAX)
                     old[inner] = remap[old[inner]]
@@ -450,6 +486,9 @@ class CodedIntervals:
             or self.lo.shape != (n,) or self.tree.ndim != 1 or self.tree.shape[0] < 2
             or self.tree.shape[0] < 2 * ((n + BLOCK - 1) // BLOCK)
             or any(not 0 <= c < len(self.types) for c in self.bcols.tolist())
+            or self.lo.dtype not in (np.int32, np.int64)
+            or not self.lo.dtype == self.hi.dtype == self.ctx.dtype
+            or self.tree.dtype != np.int64
             or (self.split and not self.types)
         ):
             raise CorruptSegment("a coded interval part whose arrays do not match")

@@ -218,12 +218,15 @@ def test_the_array_part_stabs_kills_and_reopens_like_a_list(typ):
     rng = random.Random(hash(typ) & 0xFFFF)
     part, records = _part(typ, rng, 3000)
     assert len(records) == 3000
+    assert part.lo.dtype == (np.int64 if typ == "float" else np.int32)  # floats' bits: wide
     alive = Counter(records)  # the live intervals, as a multiset of values
     store = CollectingSegments()
     for round_ in range(6):
+        # ints beyond what an int32 part holds are asked too (clamped to its sentinels)
+        asked = VALUES[typ] + ([2**31, -(2**31), 2**40, -(2**40)] if typ == "int" else [])
         for _ in range(40):
-            bucket = (rng.choice(VALUES[typ]),)
-            x = rng.choice(VALUES[typ])
+            bucket = (rng.choice(asked),)
+            x = rng.choice(asked)
             got = part.stab(bucket, x)
             want = Counter({r: k for r, k in alive.items() if _contains(r, bucket, x)})
             assert Counter(part.record(p) for p in got) == want, (bucket, x)
