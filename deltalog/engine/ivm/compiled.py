@@ -10,9 +10,12 @@ tuple join (``deltalog.engine.ivm.lftj``), which records into the indices' dynam
 
 What the compiled join does not do the way the tuple join does is refused with
 ``NotColumnar`` (the reason as its message), and the tuple join records instead: a
-complement atom, an atom with no variables, a variable computed by arithmetic, a
-comparison across types, two negations of one relation probed alike, a value with no
-64-bit code or at the ends of the code range (they stand for −inf and +inf). Negations
+complement atom, an atom with no variables, two negations of one relation probed alike,
+a value with no 64-bit code or at the ends of the code range (they stand for −inf and
++inf). A variable computed by arithmetic is computed on the join's output, and in the
+contexts of the intervals recorded after its place in the order; comparisons the join
+does not make on codes (across int and float, over arithmetic) filter its output (with
+either, the join has no existential cut). Negations
 are checked on the join's output (the tuple join probes them inside the join): their
 probes are recorded for the bindings that reach it, and the deeper levels' intervals
 under a binding a negation rejects are recorded too, which is more than the tuple join
@@ -103,11 +106,12 @@ def record_body(
         relations[pred] = Relation.of(table)
     rule = CompiledRule(prog, prep, codes, relations)
     kplan = rule._plan({}, frozenset(), plan.order)
-    if kplan.post_assign:
-        raise NotColumnar("a variable computed by arithmetic")
-    if kplan.post_checks:
-        raise NotColumnar("a comparison the join does not make on codes")
-    if tuple(kplan.kernel) != plan.order:
+    # The join binds the variables atoms hold or constants and copies give; a variable
+    # computed by arithmetic (``t = x + 1``) is computed on its output, and so is the
+    # context of an interval recorded after it.
+    computed = dict(kplan.post_assign)
+    kernel = tuple(kplan.kernel)
+    if kernel != tuple(v for v in plan.order if v not in computed):
         raise NotColumnar("a variable order the compiled join does not follow")
     for op, left, right in kplan.pre_checks:
         a, b = eval_expr(left, {}), eval_expr(right, {})
@@ -122,8 +126,11 @@ def record_body(
         probes.append((neg, negation_perm(neg, bound),
                        max((pos[v] for v in bound), default=-1)))
     exist = plan.exist_level
-    kplan.exist = max([exist] + [j + 1 for _, _, j in probes])
-    kplan.out = list(plan.order[: kplan.exist])
+    if computed or kplan.post_checks:  # no existential cut: they are checked after it
+        kplan.exist = len(kernel)
+    else:
+        kplan.exist = max([exist] + [j + 1 for _, _, j in probes])
+    kplan.out = list(kernel[: kplan.exist])
     sources = [relations[a.pred] for a in prep.atoms]
     args, slots, atom_of = rule.kernel_args(kplan, sources)
     flat = [(level, atom_of[k], depth) for level, sl in enumerate(slots) for k, depth in sl]
@@ -141,9 +148,12 @@ def record_body(
     parts: dict[IndexKey, CodedIntervals] = {}
     plain: dict[IndexKey, list[Record]] = {}
     out = np.ascontiguousarray(out[:n])
-    names = plan.order[: kplan.exist]
-    cols = _Cols(n, {v: out[:, i] for i, v in enumerate(names)},
-                 {v: types[i] for i, v in enumerate(names)})
+    cols = _Cols(n, {v: out[:, i] for i, v in enumerate(kplan.out)},
+                 {v: rule.types[v] for v in kplan.out})
+    for v, e in kplan.post_assign:
+        rule._assign(cols, v, e)
+    for op, left, right in kplan.post_checks:
+        cols.keep(rule._check(cols, op, left, right))
     added = 0
     for neg, perm, j in probes:
         added += _record_probes(prog, rule, book, cols, neg, perm, j, types, pos, parts, plain)
@@ -173,12 +183,35 @@ def record_body(
             perm = plan.perms[a]
             bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
             part = rec[lo_:hi_]
+            at = pos[kernel[level]]  # the level's place in the maintainer's order
+            ctx, keep = _contexts(rule, kernel[:level], plan.order[:at], computed,
+                                  part[:, 3 : 3 + level])
             parts[("atom", a, depth)] = CodedIntervals(
-                book, types[:level], types[level], [(0, c, types[c]) for c in bcols],
-                np.ascontiguousarray(part[:, 3 : 3 + level]), part[:, 1].copy(),
-                part[:, 2].copy(),
+                book, types[:at], types[at], [(0, c, types[c]) for c in bcols],
+                ctx, part[keep, 1], part[keep, 2],
             )
     return units, parts, plain, int(rn) + added
+
+
+def _contexts(rule: CompiledRule, bound: tuple[str, ...], before: tuple[str, ...],
+              computed: dict[str, Expr], values: Any) -> tuple[Any, Any]:
+    """The contexts of intervals recorded with the join's values of ``bound``: the values
+    of the variables ``before`` their level, the computed ones computed from those; and
+    which records have one (an arithmetic without a result, a division by zero, leaves a
+    context the tuple join never reaches, so nothing there depends on the data)."""
+    m = len(values)
+    if len(before) == len(bound):
+        return np.ascontiguousarray(values), np.arange(m)
+    cols = _Cols(m, {v: values[:, i] for i, v in enumerate(bound)},
+                 {v: rule.types[v] for v in bound})
+    cols.codes["#record"] = np.arange(m)
+    cols.types["#record"] = "int"
+    for v in before:
+        if v in computed:
+            rule._assign(cols, v, computed[v])
+    ctx = np.stack([cols.codes[v] for v in before], axis=1) if before else (
+        np.zeros((cols.n, 0), np.int64))
+    return np.ascontiguousarray(ctx, np.int64), cols.codes["#record"]
 
 
 def _record_probes(
