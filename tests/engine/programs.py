@@ -17,6 +17,23 @@ def edb_data(draw):
     }
 
 
+def atom_args(draw, arity: int, const, bound: list[str]) -> list[str]:
+    """The arguments of one positive atom: mostly variables of ``VARS`` (appended to
+    ``bound``), some constants (``const()`` gives one's text), some ``_``."""
+    args = []
+    for _ in range(arity):
+        kind = draw(st.sampled_from(["var", "var", "var", "const", "wild"]))
+        if kind == "var":
+            v = draw(st.sampled_from(VARS))
+            args.append(v)
+            bound.append(v)
+        elif kind == "const":
+            args.append(const())
+        else:
+            args.append("_")
+    return args
+
+
 @st.composite
 def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
               negative: dict[str, int], allow_agg: bool):
@@ -27,17 +44,7 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
     names = sorted(positive)
     for _ in range(n_atoms):
         pred = draw(st.sampled_from(names))
-        args = []
-        for _ in range(positive[pred]):
-            kind = draw(st.sampled_from(["var", "var", "var", "const", "wild"]))
-            if kind == "var":
-                v = draw(st.sampled_from(VARS))
-                args.append(v)
-                bound.append(v)
-            elif kind == "const":
-                args.append(str(draw(DOMAIN)))
-            else:
-                args.append("_")
+        args = atom_args(draw, positive[pred], lambda: str(draw(DOMAIN)), bound)
         body.append(f"{pred}({', '.join(args)})")
     if not bound:
         pred = names[0]

@@ -27,6 +27,7 @@ from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import CorruptSegment, MemorySegments, pack_rows
 from deltalog.engine.sentinels import BOTTOM, TOP
 from tests.engine.ivm.test_interval_persist import CollectingSegments
+from tests.engine.programs import atom_args
 
 # Values of each type, in order; a program's data use the first few, commits all of them
 # (strings and floats that sort between the ones loaded included).
@@ -36,7 +37,6 @@ VALUES: dict[str, list[Any]] = {
     "float": [-2.5, -0.0, 0.5, 1.0, 2.75, 1e300],
 }
 LOADED = [0, 2, 4]  # indexes of the values the first load draws from (then any)
-VARS = ("x", "y", "z", "w")
 
 
 def _lit(typ: str, i: int) -> str:
@@ -66,17 +66,8 @@ def compiled_programs(draw: Any) -> tuple[str, str]:
         bound: list[str] = []
         for _ in range(draw(st.integers(1, 4))):
             pred = draw(st.sampled_from(sorted(arity)))
-            args = []
-            for _ in range(arity[pred]):
-                kind = draw(st.sampled_from(["var", "var", "var", "const", "wild"]))
-                if kind == "var":
-                    v = draw(st.sampled_from(VARS))
-                    args.append(v)
-                    bound.append(v)
-                elif kind == "const":
-                    args.append(_lit(typ, draw(st.integers(0, 5))))
-                else:
-                    args.append("_")
+            args = atom_args(draw, arity[pred], lambda: _lit(typ, draw(st.integers(0, 5))),
+                             bound)
             body.append(f"{pred}({', '.join(args)})")
         if not bound:
             body.append("u(x)")
