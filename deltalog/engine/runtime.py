@@ -202,7 +202,7 @@ class IncrementalEngine:
         self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
         for name in prog.edb:
             rows = set(prog.facts.get(name, ()))
-            rows |= {self._one(name, r) for r in edb.get(name, ())}
+            rows |= self._coerced(name, edb.get(name, ()))
             check_functional(prog.schemas[name], rows)
             self.store[name].load(rows)
         for name in edb:
@@ -292,6 +292,19 @@ class IncrementalEngine:
 
     def _one(self, name: str, row: Row) -> Row:
         return coerce_row(self.prog.schemas[name], row)
+
+    def _coerced(self, name: str, rows: Iterable[Row]) -> set[Row]:
+        """The rows of a load as the relation stores them: coercion only changes ints in
+        float columns, so a relation without one takes its rows as they are (tuples)."""
+        schema = self.prog.schemas[name]
+        if any(c.type == "float" for c in schema.columns):
+            return {self._one(name, r) for r in rows}
+        out = set(map(tuple, rows))
+        arity = schema.arity
+        for r in out:
+            if len(r) != arity:
+                raise ValueError(f"a row of {len(r)} values for {name}, of arity {arity}")
+        return out
 
     def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:
         if self._broken is not None:
