@@ -98,6 +98,24 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
          chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv,
          low_kind, low_val, low_strict, out_levels, exist_level, counters, lo0, hi0,
          slot_rec, rec):
+    """The join (``_lftj``), recording when ``rec`` has rows; compiled twice, each copy
+    with the recording a constant (so the evaluation's has none of its branches)."""
+    if rec.shape[0] > 0:
+        return _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
+                     chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv,
+                     low_kind, low_val, low_strict, out_levels, exist_level, counters,
+                     lo0, hi0, slot_rec, rec, True)
+    return _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
+                 chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv,
+                 low_kind, low_val, low_strict, out_levels, exist_level, counters,
+                 lo0, hi0, slot_rec, rec, False)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
+          chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv,
+          low_kind, low_val, low_strict, out_levels, exist_level, counters, lo0, hi0,
+          slot_rec, rec, record):
     """Every binding of the plan's levels, projected on ``out_levels`` (rows of the result).
 
     Level L binds one variable: ``lev_kind[L]`` JOIN (leapfrog over the atoms in slots
@@ -126,7 +144,6 @@ def lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     interval recorded for that atom under the same earlier values.
     Returns the rows (the first ``n`` of the array), ``n``, the records and their number.
     """
-    record = rec.shape[0] > 0
     rn = 0
     nlev = lev_kind.shape[0]
     nslots = slot_atom.shape[0]
