@@ -87,7 +87,8 @@ def _expr_strings(e: Expr) -> list[str]:
     return []
 
 
-def _rule_strings(rule: Rule) -> list[str]:
+def rule_strings(rule: Rule) -> list[str]:
+    """The string constants of a rule (its head's, its atoms', its comparisons')."""
     out = [a.value for a in rule.head.args if isinstance(a, Const) and isinstance(a.value, str)]
     for item in rule.body:
         atom = item.atom if isinstance(item, Negation) else item
@@ -134,7 +135,7 @@ class ColumnarEvaluator:
             for i, c in enumerate(prog.schemas[name].columns):
                 if c.type == "string":
                     strings.append(Codes.strings_of([r[i] for r in facts]))
-        consts = [s for rule in prog.program.rules for s in _rule_strings(rule)]
+        consts = [s for rule in prog.program.rules for s in rule_strings(rule)]
         strings.append(Codes.strings_of(consts))
         codes = Codes(strings)
         result = Result(codes, prog.schemas)

@@ -57,7 +57,7 @@ def _simple(e: Expr) -> bool:
 
 
 @dataclass
-class _Cols:
+class Cols:
     """The bound variables of a batch of bindings: codes and type per variable."""
 
     n: int
@@ -156,7 +156,7 @@ class CompiledRule:
                 return None
         return None
 
-    def _plan(self, sizes: Mapping[int, int], fresh: AbstractSet[int],
+    def plan(self, sizes: Mapping[int, int], fresh: AbstractSet[int],
               order: Sequence[str] | None = None) -> "_Plan":
         """The plan on ``order`` (the planner's choice when not given)."""
         prep = self.prep
@@ -270,19 +270,19 @@ class CompiledRule:
         prep = self.prep
         if any(not len(sources[i]) for i in self.nullary):
             return
-        plan = self._plan({i: len(s) for i, s in enumerate(sources)}, fresh)
+        plan = self.plan({i: len(s) for i, s in enumerate(sources)}, fresh)
         for op, left, right in plan.pre_checks:
             a, b = eval_expr(left, {}), eval_expr(right, {})
             if a is None or b is None or not compare(op, a, b):
                 return
         cols = self._join(plan, sources, stats)
         for v, e in plan.post_assign:
-            self._assign(cols, v, e)
+            self.assign(cols, v, e)
         for op, left, right in plan.post_checks:
-            cols.keep(self._check(cols, op, left, right))
+            cols.keep(self.check(cols, op, left, right))
         for neg in prep.negations:
             if cols.n:
-                cols.keep(~self._negated(cols, neg))
+                cols.keep(~self.negated(cols, neg))
         if self.rule.aggregate is not None:
             into.add(self._aggregate(cols))
         else:
@@ -336,7 +336,7 @@ class CompiledRule:
         )
         return args, slots, atom_of
 
-    def _join(self, plan: "_Plan", sources: Sequence[Relation], stats: JoinStats) -> _Cols:
+    def _join(self, plan: "_Plan", sources: Sequence[Relation], stats: JoinStats) -> Cols:
         args, slots, _ = self.kernel_args(plan, sources)
         rels = args[0]
         parts = _split(plan, rels, slots[0] if slots else [])
@@ -357,7 +357,7 @@ class CompiledRule:
         stats.seeks += int(counters[kernels.C_SEEKS])
         stats.nexts += int(counters[kernels.C_NEXTS])
         out = out[:n]
-        return _Cols(
+        return Cols(
             int(n),
             {v: out[:, j] for j, v in enumerate(plan.out)},
             {v: self.types[v] for v in plan.out},
@@ -367,7 +367,7 @@ class CompiledRule:
 
     # -- whole-column steps ----------------------------------------------------------
 
-    def _numeric(self, cols: _Cols, e: Expr) -> tuple[NDArray[Any], Bool, str]:
+    def _numeric(self, cols: Cols, e: Expr) -> tuple[NDArray[Any], Bool, str]:
         """Values of an arithmetic expression over the batch: (values, defined, type)."""
         n = cols.n
         if isinstance(e, Var):
@@ -402,7 +402,7 @@ class CompiledRule:
             ok = ok & np.isfinite(r)
         return r, ok, "float"
 
-    def _assign(self, cols: _Cols, v: str, e: Expr) -> None:
+    def assign(self, cols: Cols, v: str, e: Expr) -> None:
         if isinstance(e, Var):
             cols.codes[v] = cols.codes[e.name]
             cols.types[v] = cols.types[e.name]
@@ -417,7 +417,7 @@ class CompiledRule:
         cols.types[v] = t
         cols.keep(ok)
 
-    def _check(self, cols: _Cols, op: str, left: Expr, right: Expr) -> Bool:
+    def check(self, cols: Cols, op: str, left: Expr, right: Expr) -> Bool:
         lt = self._expr_type(left, cols.types)
         rt = self._expr_type(right, cols.types)
         if lt == "string" or rt == "string":
@@ -435,13 +435,13 @@ class CompiledRule:
                 np.bool_)
         return ok & _cmp(op, a.astype(np.float64), b.astype(np.float64))
 
-    def _string_codes(self, cols: _Cols, e: Expr) -> I64:
+    def _string_codes(self, cols: Cols, e: Expr) -> I64:
         if isinstance(e, Var):
             return cols.codes[e.name]
         assert isinstance(e, Const)
         return np.full(cols.n, self.codes.code(e.value, "string"), np.int64)
 
-    def _as_column(self, cols: _Cols, e: Var | Const, typ: str) -> I64:
+    def _as_column(self, cols: Cols, e: Var | Const, typ: str) -> I64:
         """Codes of a variable or constant in a column of type ``typ``."""
         if isinstance(e, Const):
             value = float(e.value) if typ == "float" else e.value  # type: ignore[arg-type]
@@ -454,7 +454,7 @@ class CompiledRule:
             return float_codes(codes.astype(np.float64))
         raise NotColumnar(f"a {t} value in a {typ} column")
 
-    def _negated(self, cols: _Cols, neg: Any) -> Bool:
+    def negated(self, cols: Cols, neg: Any) -> Bool:
         """Which bindings the negated atom holds (on its bound columns)."""
         schema = self.prog.schemas[neg.pred]
         fixed: list[int] = []
@@ -476,7 +476,7 @@ class CompiledRule:
         return kernels.has_prefix(index, np.ascontiguousarray(queries))  # type: ignore[no-any-return]
 
 
-    def _head(self, cols: _Cols) -> I64:
+    def _head(self, cols: Cols) -> I64:
         if not self.schema.arity:
             return np.zeros((1 if cols.n else 0, 0), np.int64)
         head = self.rule.head.args
@@ -491,7 +491,7 @@ class CompiledRule:
             axis=1,
         )
 
-    def _aggregate(self, cols: _Cols) -> I64:
+    def _aggregate(self, cols: Cols) -> I64:
         agg = self.rule.aggregate
         assert agg is not None
         ident = [v for v in body_vars(self.rule) if v in cols.codes]
@@ -518,12 +518,12 @@ class CompiledRule:
         func = agg.func
         if func == "count":
             counts = np.diff(np.r_[starts, len(table)])
-            res = self._as_column(_Cols(len(counts), {"#": counts.astype(np.int64)},
+            res = self._as_column(Cols(len(counts), {"#": counts.astype(np.int64)},
                                         {"#": "int"}), Var("#"), result_col)
         elif func in ("min", "max"):
             red = np.minimum if func == "min" else np.maximum
             got = red.reduceat(values, starts)
-            res = self._as_column(_Cols(len(got), {"#": got}, {"#": arg_t}), Var("#"),
+            res = self._as_column(Cols(len(got), {"#": got}, {"#": arg_t}), Var("#"),
                                   result_col)
         else:
             decoded = self.codes.python(values, arg_t)

@@ -30,40 +30,19 @@ import numpy as np
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
 from deltalog.engine.columnar.encoding import Codes, NotColumnar
+from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
-from deltalog.engine.columnar.rules import CompiledRule, _Cols, run_lftj
+from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
 from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals, Record
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
 from deltalog.engine.sentinels import BOTTOM, TOP
 from deltalog.engine.storage import RelationStore
-from deltalog.engine.syntax.ast import Atom, Compare, Const, Expr, Negation, Rule
+from deltalog.engine.syntax.ast import Atom, Const, Expr
 
 Unit = tuple[Any, ...]
 IndexKey = tuple[Any, ...]
-
-
-def _constants(e: Expr) -> list[Any]:
-    if isinstance(e, Const):
-        return [e.value]
-    left = getattr(e, "left", None)
-    right = getattr(e, "right", None)
-    return ([] if left is None else _constants(left)) + (
-        [] if right is None else _constants(right))
-
-
-def _rule_strings(rule: Rule) -> set[str]:
-    out: set[str] = set()
-    for item in rule.body:
-        atom = item.atom if isinstance(item, Negation) else item
-        if isinstance(atom, Atom):
-            out.update(a.value for a in atom.args
-                       if isinstance(a, Const) and isinstance(a.value, str))
-        elif isinstance(item, Compare):
-            out.update(v for v in _constants(item.left) + _constants(item.right)
-                       if isinstance(v, str))
-    return out
 
 
 def record_body(
@@ -83,7 +62,7 @@ def record_body(
     if any(not a.vars for a in prep.atoms):
         raise NotColumnar("an atom with no variables")
     preds = {a.pred for a in prep.atoms} | {n.pred for n in prep.negations}
-    strings: list[set[Any]] = [_rule_strings(prep.rule)]  # not a string: NotColumnar
+    strings: list[set[Any]] = [set(rule_strings(prep.rule))]  # not a string: NotColumnar
     for pred in preds:
         schema = prog.schemas[pred]
         rows = store[pred].rows
@@ -105,7 +84,7 @@ def record_body(
             table = np.zeros((0, schema.arity), np.int64)
         relations[pred] = Relation.of(table)
     rule = CompiledRule(prog, prep, codes, relations)
-    kplan = rule._plan({}, frozenset(), plan.order)
+    kplan = rule.plan({}, frozenset(), plan.order)
     # The join binds the variables atoms hold or constants and copies give; a variable
     # computed by arithmetic (``t = x + 1``) is computed on its output, and so is the
     # context of an interval recorded after it.
@@ -148,17 +127,17 @@ def record_body(
     parts: dict[IndexKey, CodedIntervals] = {}
     plain: dict[IndexKey, list[Record]] = {}
     out = np.ascontiguousarray(out[:n])
-    cols = _Cols(n, {v: out[:, i] for i, v in enumerate(kplan.out)},
+    cols = Cols(n, {v: out[:, i] for i, v in enumerate(kplan.out)},
                  {v: rule.types[v] for v in kplan.out})
     for v, e in kplan.post_assign:
-        rule._assign(cols, v, e)
+        rule.assign(cols, v, e)
     for op, left, right in kplan.post_checks:
-        cols.keep(rule._check(cols, op, left, right))
+        cols.keep(rule.check(cols, op, left, right))
     added = 0
     for neg, perm, j in probes:
         added += _record_probes(prog, rule, book, cols, neg, perm, j, types, pos, parts, plain)
         if cols.n:
-            cols.keep(~rule._negated(cols, neg))
+            cols.keep(~rule.negated(cols, neg))
     # Units: the distinct values of the variables before the existential level.
     kept = np.stack([cols.codes[v] for v in plan.order[:exist]], axis=1) if exist else (
         np.zeros((cols.n, 0), np.int64))
@@ -202,20 +181,20 @@ def _contexts(rule: CompiledRule, bound: tuple[str, ...], before: tuple[str, ...
     m = len(values)
     if len(before) == len(bound):
         return np.ascontiguousarray(values), np.arange(m)
-    cols = _Cols(m, {v: values[:, i] for i, v in enumerate(bound)},
+    cols = Cols(m, {v: values[:, i] for i, v in enumerate(bound)},
                  {v: rule.types[v] for v in bound})
     cols.codes["#record"] = np.arange(m)
     cols.types["#record"] = "int"
     for v in before:
         if v in computed:
-            rule._assign(cols, v, computed[v])
+            rule.assign(cols, v, computed[v])
     ctx = np.stack([cols.codes[v] for v in before], axis=1) if before else (
         np.zeros((cols.n, 0), np.int64))
     return np.ascontiguousarray(ctx, np.int64), cols.codes["#record"]
 
 
 def _record_probes(
-    prog: AnalyzedProgram, rule: CompiledRule, book: CodeBook, cols: _Cols, neg: Atom,
+    prog: AnalyzedProgram, rule: CompiledRule, book: CodeBook, cols: Cols, neg: Atom,
     perm: tuple[int, ...], j: int, types: list[str], pos: dict[str, int],
     parts: dict[IndexKey, CodedIntervals], plain: dict[IndexKey, list[Record]],
 ) -> int:

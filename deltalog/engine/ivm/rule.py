@@ -189,6 +189,8 @@ class RuleMaintainer:
                 # to, not by the first commit (which would also save them whole).
                 for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True):
                     store[a.pred].index(perm)
+                for pred, perm in self.negated:
+                    store[pred].index(perm)
                 for key, part in parts.items():
                     index = self.indices[key] = IntervalIndex()
                     index.static = part
