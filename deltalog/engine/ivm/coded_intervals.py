@@ -311,12 +311,14 @@ class CodedIntervals:
         j = 0
         for v, (kind, ref, typ) in zip(bucket, self.bspec, strict=True):
             code = book.code(v, typ)
-            if code is None or (narrow and not _N_MIN < code < _N_MAX):
+            if code is None:
                 return []  # no interval was recorded under a value the part never saw
             if kind:
                 if code != ref:
                     return []  # every interval's bucket holds this constant there
             else:
+                if narrow and not _N_MIN < code < _N_MAX:
+                    return []  # beyond every code of the part's (int32) columns
                 bvals[j] = code
                 j += 1
         qlo, qhi = book.query(x, self.xtype)

@@ -37,6 +37,9 @@ VALUES: dict[str, list[Any]] = {
     "float": [-2.5, -0.0, 0.5, 1.0, 2.75, 1e300],
 }
 LOADED = [0, 2, 4]  # indexes of the values the first load draws from (then any)
+# The type of g's first column (g is only ever negated): another than the program's, so
+# a negation's bucket may hold a constant coded unlike the variables around it.
+OTHER = {"int": "float", "float": "int", "string": "int"}
 
 
 def _lit(typ: str, i: int) -> str:
@@ -57,7 +60,7 @@ def compiled_programs(draw: Any) -> tuple[str, str]:
     join seeks past)."""
     typ = draw(st.sampled_from(sorted(VALUES)))
     decls = (f".decl e(a: {typ}, b: {typ})\n.decl f(a: {typ}, b: {typ})\n"
-             f".decl u(a: {typ})\n.decl g(a: {typ}, b: {typ})\n")
+             f".decl u(a: {typ})\n.decl g(a: {OTHER[typ]}, b: {typ})\n")
     arity = {"e": 2, "f": 2, "u": 1}
     negated = {**arity, "g": 2}  # g only ever negated: its probes alone see its changes
     rules = []
@@ -77,6 +80,8 @@ def compiled_programs(draw: Any) -> tuple[str, str]:
             pred = draw(st.sampled_from(sorted(negated)))
             args = [draw(st.sampled_from([*names, "_", "const"])) for _ in range(negated[pred])]
             args = [_lit(typ, draw(st.integers(0, 5))) if a == "const" else a for a in args]
+            if pred == "g":
+                args[0] = draw(st.sampled_from(["_", _lit(OTHER[typ], draw(st.integers(0, 5)))]))
             body.append(f"!{pred}({', '.join(args)})")
         if typ != "string" and draw(st.booleans()):
             # a variable computed by arithmetic, sometimes compared with another
@@ -100,11 +105,12 @@ def compiled_programs(draw: Any) -> tuple[str, str]:
 
 def _data(draw: Any, typ: str, indexes: list[int]) -> dict[str, set[tuple[Any, ...]]]:
     vals = st.sampled_from([VALUES[typ][i] for i in indexes])
+    others = st.sampled_from([VALUES[OTHER[typ]][i] for i in indexes])
     return {
         "e": draw(st.sets(st.tuples(vals, vals), max_size=14)),
         "f": draw(st.sets(st.tuples(vals, vals), max_size=14)),
         "u": draw(st.sets(st.tuples(vals), max_size=5)),
-        "g": draw(st.sets(st.tuples(vals, vals), max_size=8)),
+        "g": draw(st.sets(st.tuples(others, vals), max_size=8)),
     }
 
 
@@ -130,6 +136,8 @@ def test_compiled_recording_maintains_like_recompute_and_the_tuple_join(program,
         for _ in range(data.draw(st.integers(1, 5))):
             name = data.draw(st.sampled_from(["e", "f", "u", "g"]))
             row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
+            if name == "g":
+                row = (data.draw(st.sampled_from(VALUES[OTHER[typ]])), row[1])
             deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
         out = compiled.apply(deltas)
         assert out == tuples.apply(deltas), deltas
@@ -346,3 +354,18 @@ def test_an_interval_recorded_after_a_computed_variable_carries_its_value():
     assert all(p == (1, 2) for _, _, _, p in m.indices[("atom", 0, 1)].intervals())
     engine.apply({"e": {(1, 3): 1}})
     assert engine.relation("p") == {(1, 2, 5), (1, 2, 4)}
+
+
+def test_a_negation_with_a_float_constant_in_its_bucket_over_int_variables():
+    """Int contexts make the part int32; the negated atom's float constant stays a 64-bit
+    code in its bucket, and a change under it is still found."""
+    prog = load_program(".decl e(a: int, b: int)\n.decl g(a: float, b: int)\n"
+                        "p(x) :- e(x, y), !g(1.5, y).")
+    engine = IncrementalEngine(prog, {"e": {(1, 2), (3, 4)}, "g": {(1.5, 2)}}, "sensitivity")
+    (m,) = _maintainers(engine)
+    assert m.recorded_by == "compiled"
+    part = next(i.static for k, i in m.indices.items() if k[0] == "neg")
+    assert part.lo.dtype == np.int32 or part.ctx.dtype == np.int32
+    assert engine.relation("p") == {(3,)}
+    engine.apply({"g": {(1.5, 2): -1, (1.5, 4): 1}})
+    assert engine.relation("p") == {(1,)}
