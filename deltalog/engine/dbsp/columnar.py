@@ -391,6 +391,9 @@ class _Codes:
     def decode(self, ids: I64) -> list[Any]:
         vals = self._new
         if not self._levels:
+            if len(ids) > 4 * len(vals):  # many: one gather through an object array
+                table = np.fromiter(vals, dtype=object, count=len(vals))
+                return table[ids].tolist()  # type: ignore[no-any-return]
             return [vals[i] for i in ids.tolist()]
         out: list[Any] = [None] * len(ids)
         for j, at, codes in self._parts(ids):
