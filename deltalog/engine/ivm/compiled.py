@@ -75,9 +75,14 @@ def record_body(
         schema = prog.schemas[pred]
         listed = list(store[pred].rows)
         if listed:
-            encoded = [codes.encode([r[i] for r in listed], c.type)
-                       for i, c in enumerate(schema.columns)]
-            table = np.stack(encoded, axis=1)
+            if all(c.type == "int" for c in schema.columns):  # ints are their own codes
+                try:
+                    table = np.array(listed, np.int64).reshape(len(listed), schema.arity)
+                except OverflowError:
+                    raise NotColumnar("an integer beyond 64 bits") from None
+            else:
+                table = np.stack([codes.encode([r[i] for r in listed], c.type)
+                                  for i, c in enumerate(schema.columns)], axis=1)
             if (table == kernels.BOT).any() or (table == kernels.TOP).any():
                 raise NotColumnar("a value at the ends of the 64-bit range")
         else:

@@ -369,3 +369,13 @@ def test_a_negation_with_a_float_constant_in_its_bucket_over_int_variables():
     assert engine.relation("p") == {(3,)}
     engine.apply({"g": {(1.5, 2): -1, (1.5, 4): 1}})
     assert engine.relation("p") == {(1,)}
+
+
+def test_an_integer_beyond_64_bits_records_on_the_tuple_join():
+    prog = load_program(".decl e(a: int, b: int)\np(x, z) :- e(x, y), e(y, z).")
+    engine = IncrementalEngine(prog, {"e": {(1, 2**70), (2**70, 3)}}, "sensitivity")
+    (m,) = _maintainers(engine)
+    assert m.recorded_by == "tuples: an integer beyond 64 bits"
+    assert engine.relation("p") == {(1, 3)}
+    engine.apply({"e": {(3, 4): 1}})
+    assert engine.relation("p") == {(1, 3), (2**70, 4)}
