@@ -62,31 +62,33 @@ def record_body(
     if any(not a.vars for a in prep.atoms):
         raise NotColumnar("an atom with no variables")
     preds = {a.pred for a in prep.atoms} | {n.pred for n in prep.negations}
+    # Each relation's rows read once: an int relation straight into an array (ints are
+    # their own codes), any other as columns, whose strings the dictionary needs first.
+    tables: dict[str, Any] = {}
+    listed: dict[str, list[list[Any]]] = {}
     strings: list[set[Any]] = [set(rule_strings(prep.rule))]  # not a string: NotColumnar
     for pred in preds:
         schema = prog.schemas[pred]
-        rows = store[pred].rows
-        for i, c in enumerate(schema.columns):
-            if c.type == "string":
-                strings.append({r[i] for r in rows})
-    codes = Codes(strings)
-    relations: dict[str, Relation] = {}
-    for pred in preds:
-        schema = prog.schemas[pred]
-        listed = list(store[pred].rows)
-        if listed:
-            if all(c.type == "int" for c in schema.columns):  # ints are their own codes
-                try:
-                    table = np.array(listed, np.int64).reshape(len(listed), schema.arity)
-                except OverflowError:
-                    raise NotColumnar("an integer beyond 64 bits") from None
-            else:
-                table = np.stack([codes.encode([r[i] for r in listed], c.type)
-                                  for i, c in enumerate(schema.columns)], axis=1)
-            if (table == kernels.BOT).any() or (table == kernels.TOP).any():
-                raise NotColumnar("a value at the ends of the 64-bit range")
+        rows = list(store[pred].rows)
+        if not rows:
+            tables[pred] = np.zeros((0, schema.arity), np.int64)
+        elif all(c.type == "int" for c in schema.columns):
+            try:
+                tables[pred] = np.array(rows, np.int64).reshape(len(rows), schema.arity)
+            except OverflowError:
+                raise NotColumnar("an integer beyond 64 bits") from None
         else:
-            table = np.zeros((0, schema.arity), np.int64)
+            columns = listed[pred] = [[r[i] for r in rows] for i in range(schema.arity)]
+            strings += [set(col) for col, c in zip(columns, schema.columns, strict=True)
+                        if c.type == "string"]
+    codes = Codes(strings)
+    for pred, columns in listed.items():
+        tables[pred] = np.stack([codes.encode(col, c.type) for col, c in zip(
+            columns, prog.schemas[pred].columns, strict=True)], axis=1)
+    relations: dict[str, Relation] = {}
+    for pred, table in tables.items():
+        if (table == kernels.BOT).any() or (table == kernels.TOP).any():
+            raise NotColumnar("a value at the ends of the 64-bit range")
         relations[pred] = Relation.of(table)
     rule = CompiledRule(prog, prep, codes, relations)
     kplan = rule.plan({}, frozenset(), plan.order)
