@@ -6,11 +6,18 @@ the shape recursion usually has: graph-shaped strata.
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
 defines or reads has one or two columns of type int or string and no functional value,
 and every rule is a conjunction of positive atoms with, beside them, comparisons and
-assignments over integers (``+ - * / %``, C/SQL semantics, ``deltalog.engine.semantics``) and
-equality of strings; constants and repeated variables in atoms are assignments of the
-plan (``deltalog.engine.join.plan.prepare``), and the head may hold constants. No negation, no
-aggregate, no float, no ordering of strings. Anything else stays with the
-tuple-at-a-time ``DbspStratum``.
+assignments over integers (``+ - * / %``, C/SQL semantics, ``deltalog.engine.semantics``),
+equality of strings, and negations of lower strata keyed by at most two variables;
+constants and repeated variables in atoms are assignments of the plan
+(``deltalog.engine.join.plan.prepare``), and the head may hold constants. No aggregate, no
+float, no ordering of strings. Anything else stays with the tuple-at-a-time
+``DbspStratum``.
+
+A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
+body binds) for which a matching row of n exists, kept like an input relation (sorted
+packed keys and a patch); the body's factor is 1 - N', so its delta query is seeded by
+-ΔN', the keys whose existence the commit changed (``negation_change``, from n's old and
+new versions). Negations alike in two rules share one key set.
 
 Values are dictionary-encoded per column type (ids below 2^31); a row of one or two
 columns packs into one int64 (first column in the high 32 bits), so a relation sorted by
@@ -47,7 +54,12 @@ from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
 from deltalog.engine.dbsp import kernels
-from deltalog.engine.dbsp.stratum import _seeded_order
+from deltalog.engine.dbsp.stratum import (
+    _Negation,
+    _seeded_order,
+    negated_atoms,
+    negation_change,
+)
 from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
 from deltalog.engine.segments import (
     CorruptSegment,
@@ -94,8 +106,8 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         return "not recursive"
     for rule in stratum.rules:
         prep = prepare(rule)
-        if rule.aggregate is not None or prep.negations:
-            return f"rule at {rule.loc}: positive atoms only (no negation, no aggregate)"
+        if rule.aggregate is not None:
+            return f"rule at {rule.loc}: an aggregate"
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
         for pred in preds:
             schema = prog.schemas[pred]
@@ -105,10 +117,41 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
                 return f"'{pred}' has a column that is neither int nor string"
         if not prep.atoms:
             return f"rule at {rule.loc} has no positive atom"
-        problem = _constraint_problem(prog, prep)
+        problem = _constraint_problem(prog, prep) or _negation_problem(prog, prep)
         if problem is not None:
             return f"rule at {rule.loc}: {problem}"
     return None
+
+
+def _negation_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
+    """Why the negations of ``prep`` are not columnar (None: they are): a negation is
+    keyed by at most two variables, each of its column's type."""
+    types = _var_types(prog, prep)
+    for neg in negated_atoms(prep):
+        if len(neg.key_vars) > 2:
+            return f"!{neg.atom.pred}(...) binds more than two variables"
+        for v, t in zip(neg.key_vars, _key_types(prog, neg), strict=True):
+            if types.get(v) != t or t not in TYPES:
+                return f"!{neg.atom.pred}(...): {v} is a {types.get(v)} in a {t} column"
+    return None
+
+
+def _key_types(prog: AnalyzedProgram, neg: _Negation) -> tuple[str, ...]:
+    """The column type of each key variable of ``neg`` (where it first occurs)."""
+    cols = prog.schemas[neg.atom.pred].columns
+    first: dict[str, str] = {}
+    for arg, col in zip(neg.atom.args, cols, strict=True):
+        if isinstance(arg, Var):
+            first.setdefault(arg.name, col.type)
+    return tuple(first[v] for v in neg.key_vars)
+
+
+def _neg_signature(neg: _Negation) -> tuple[Any, ...]:
+    """What a negation's key set depends on: two negations alike share one."""
+    return (neg.atom.pred, *(
+        ("c", a.value) if isinstance(a, Const) else
+        ("v", neg.key_vars.index(a.name)) if a.name in neg.key_vars else ("_",)
+        for a in neg.atom.args))
 
 
 def _expr_type(e: Expr, types: Mapping[str, str]) -> str | None:
@@ -699,6 +742,12 @@ class _CRule:
                 assert isinstance(arg, Const)
                 self.head.append(int(codes[col.type].encode([coerce(arg.value, col.type)])[0]))
         self.orders = {a.index: _seeded_order(prep, a.vars) for a in prep.atoms}
+        # negations: factor len(atoms) + k of the body reads the key set ``neg_names[k]``
+        # (an input of the stratum, named by ``ColumnarStratum``), as 1 - N'
+        self.negs = negated_atoms(prep)
+        self.neg_names: list[str] = []
+        for neg in self.negs:
+            self.orders[len(self.atoms) + neg.index] = _seeded_order(prep, neg.key_vars)
         # comparisons and assignments as (left, op, right): an ``=`` with a variable on one
         # side binds it when the other side is bound first, and is a check otherwise
         self.types = _var_types(prog, prep)
@@ -950,6 +999,20 @@ class ColumnarStratum:
         self.base_rules = [r for r in self.rules if not r.own_atoms]
         self.recursive_rules = [r for r in self.rules if r.own_atoms]
         self.inputs = sorted({a.pred for r in self.rules for a in r.atoms} - self.own)
+        # the column types of every input (a relation, or a negation's key set: one per
+        # distinct negation, named "~pred#i", keyed by its bound variables)
+        self.key_types: dict[str, tuple[str, ...]] = {
+            p: tuple(c.type for c in prog.schemas[p].columns) for p in self.inputs}
+        self.negations: dict[str, _Negation] = {}
+        names: dict[tuple[Any, ...], str] = {}
+        for rule in self.rules:
+            for neg in rule.negs:
+                sig = _neg_signature(neg)
+                if sig not in names:
+                    names[sig] = f"~{neg.atom.pred}#{len(names)}"
+                    self.negations[names[sig]] = neg
+                    self.key_types[names[sig]] = _key_types(prog, neg)
+                rule.neg_names.append(names[sig])
         self.rels = {p: _Rel(prog.schemas[p].arity) for p in stratum.preds}
         self.input_keys: dict[str, dict[tuple[int, ...], I64]] = {}
         # per input and column order: the keys changed since ``input_keys`` was written
@@ -962,11 +1025,16 @@ class ColumnarStratum:
 
     # -- encoding -------------------------------------------------------------------------
     def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
-        cols = self.prog.schemas[pred].columns
-        c0 = self.codes[cols[0].type].encode([r[0] for r in rows])
-        if len(cols) == 1:
+        """Packed keys of rows of ``pred`` (a relation or a negation's key set; a key of no
+        column packs as 0)."""
+        types = self.key_types[pred] if pred in self.key_types else tuple(
+            c.type for c in self.prog.schemas[pred].columns)
+        if not types:
+            return np.zeros(len(rows), np.int64)
+        c0 = self.codes[types[0]].encode([r[0] for r in rows])
+        if len(types) == 1:
             return c0 << 32
-        return (c0 << 32) | self.codes[cols[1].type].encode([r[1] for r in rows])
+        return (c0 << 32) | self.codes[types[1]].encode([r[1] for r in rows])
 
     def _decode(self, pred: str, keys: I64) -> list[Row]:
         cols = self.prog.schemas[pred].columns
@@ -977,13 +1045,16 @@ class ColumnarStratum:
         return list(zip(c0, c1, strict=True))
 
     def _perms(self, pred: str) -> tuple[tuple[int, ...], ...]:
+        """The column orders ``pred`` is kept in (a negation's key set: its own only)."""
+        if pred in self.negations:
+            return ((0, 1),) if len(self.key_types[pred]) == 2 else ((0,),)
         return ((0,),) if self.prog.schemas[pred].arity == 1 else ((0, 1), (1, 0))
 
     # -- inputs ---------------------------------------------------------------------------
     def _set_input(self, pred: str, keys: I64) -> None:
         keys = np.unique(keys)
         by: dict[tuple[int, ...], I64] = {self._perms(pred)[0]: keys}
-        if self.prog.schemas[pred].arity == 2:
+        if (1, 0) in self._perms(pred):
             by[(1, 0)] = np.sort(_swap(keys))
         self.input_keys[pred] = by
         self.input_patch[pred] = {perm: (_E64, _E32) for perm in by}
@@ -1010,16 +1081,21 @@ class ColumnarStratum:
     # -- one delta query ------------------------------------------------------------------
     def _join(self, rule: _CRule, p: int, seed: I64, w: I64,
               sources: Sequence[Source]) -> tuple[I64, I64]:
-        """Head keys and weights of every assignment of ``rule``'s body with atom p read
-        from ``seed`` (natural packed keys, weights) and atom q from ``sources[q]``."""
+        """Head keys and weights of every assignment of ``rule``'s body with factor p read
+        from ``seed`` (natural packed keys, weights) and factor q from ``sources[q]``:
+        the atoms, then the negations (their key sets, seeded by a change of one)."""
         self._counters["delta_queries"] += 1
-        seed_atom = rule.atoms[p]
-        cols: dict[str, I64] = {seed_atom.vars[0]: seed >> 32}
-        if len(seed_atom.vars) == 2:
-            cols[seed_atom.vars[1]] = seed & LOW
+        n_atoms = len(rule.atoms)
+        seed_vars = rule.atoms[p].vars if p < n_atoms else rule.negs[p - n_atoms].key_vars
+        cols: dict[str, I64] = {}
+        if seed_vars:
+            cols[seed_vars[0]] = seed >> 32
+        if len(seed_vars) == 2:
+            cols[seed_vars[1]] = seed & LOW
         pending = [a for a in rule.atoms if a.index != p]
+        negs = [k for k in range(len(rule.negs)) if n_atoms + k != p]
         todo = list(range(len(rule.constraints)))
-        cols, w = self._constrained(rule, cols, w, todo)
+        cols, w = self._constrained(rule, cols, w, todo, negs, sources)
         n = len(w)
         for v in rule.orders[p]:
             if not n:
@@ -1034,7 +1110,7 @@ class ColumnarStratum:
                 cols = {u: c[ok] for u, c in cols.items()}
                 cols[v], w = vals[ok], w[ok]
                 n = len(w)
-                cols, w = self._constrained(rule, cols, w, todo)
+                cols, w = self._constrained(rule, cols, w, todo, negs, sources)
                 n = len(w)
                 continue
             ready = [a for a in pending if v in a.vars and all(u in cols for u in a.vars
@@ -1061,14 +1137,14 @@ class ColumnarStratum:
                 cols, w = self._checked(done, cols, w, sources)
                 n = len(w)
                 pending = [a for a in pending if a not in done]
-            cols, w = self._constrained(rule, cols, w, todo)
+            cols, w = self._constrained(rule, cols, w, todo, negs, sources)
             n = len(w)
         if n and pending:  # atoms over the seed's variables only
             cols, w = self._checked(pending, cols, w, sources)
             n = len(w)
         if not n:
             return _E64, _E64
-        assert not todo, f"constraints never checked: {todo}"
+        assert not todo and not negs, f"never checked: {todo}, negations {negs}"
         return rule.project(cols, n), w
 
     # -- comparisons and assignments (whole columns) ----------------------------------------
@@ -1086,18 +1162,30 @@ class ColumnarStratum:
                     return k, expr
         return None
 
-    def _constrained(self, rule: _CRule, cols: dict[str, I64], w: I64,
-                     todo: list[int]) -> tuple[dict[str, I64], I64]:
-        """The rows that satisfy every constraint of ``todo`` whose variables are all bound
-        (those leave ``todo``)."""
+    def _constrained(self, rule: _CRule, cols: dict[str, I64], w: I64, todo: list[int],
+                     negs: list[int], sources: Sequence[Source]
+                     ) -> tuple[dict[str, I64], I64]:
+        """The rows that satisfy every constraint of ``todo`` and every negation of
+        ``negs`` whose variables are all bound (those leave ``todo`` and ``negs``)."""
         ready = [k for k in todo if all(expr_vars(x) <= cols.keys()
                                         for x in (rule.constraints[k][0], rule.constraints[k][2]))]
-        if not ready or not len(w):
+        ready_negs = [k for k in negs if all(v in cols for v in rule.negs[k].key_vars)]
+        if not (ready or ready_negs) or not len(w):
             return cols, w
-        keep = np.ones(len(w), np.bool_)
+        n = len(w)
+        keep = np.ones(n, np.bool_)
         for k in ready:
             todo.remove(k)
-            keep &= self._holds(rule, *rule.constraints[k], cols, len(w))
+            keep &= self._holds(rule, *rule.constraints[k], cols, n)
+        for k in ready_negs:
+            negs.remove(k)
+            key_vars = rule.negs[k].key_vars
+            keys = np.zeros(n, np.int64) if not key_vars else cols[key_vars[0]] << 32
+            if len(key_vars) == 2:
+                keys = keys | cols[key_vars[1]]
+            view = sources[len(rule.atoms) + k]((0, 1) if len(key_vars) == 2 else (0,))
+            self._counters["rows_gathered"] += n
+            keep &= ~view.contains(keys)
         return {u: c[keep] for u, c in cols.items()}, w[keep]
 
     def _holds(self, rule: _CRule, left: Expr, op: str, right: Expr,
@@ -1262,6 +1350,10 @@ class ColumnarStratum:
         for pred in self.inputs:
             rows = list(store[pred].rows)
             self._set_input(pred, self._encode(pred, rows))
+        for name, neg in self.negations.items():
+            keys = {key for row in store[neg.atom.pred].rows
+                    if (key := neg.key_of(row)) is not None}
+            self._set_input(name, self._encode(name, list(keys)))
         c0: dict[str, list[tuple[I64, I64]]] = {}
         for pred in self.stratum.preds:
             facts = list(self.prog.facts.get(pred, ()))
@@ -1272,6 +1364,7 @@ class ColumnarStratum:
             a0 = rule.atoms[0]
             seed = self.input_keys[a0.pred][self._perms(a0.pred)[0]]
             srcs = [self._src_input(a.pred, True) for a in rule.atoms]
+            srcs += [self._src_input(name, True) for name in rule.neg_names]
             self._collect(c0, rule, self._join(rule, 0, seed, np.ones(len(seed), np.int64),
                                                srcs))
         ct = self._zsets(c0)
@@ -1325,6 +1418,7 @@ class ColumnarStratum:
                     srcs = [self._src_input(a.pred, True) if a.pred not in self.own
                             else self._src_own(a.pred, a.index, j, t, False)
                             for a in rule.atoms]
+                    srcs += [self._src_input(name, True) for name in rule.neg_names]
                     self._collect(out, rule, self._join(
                         rule, j, seed, np.ones(len(seed), np.int64), srcs))
             ct = self._zsets(out)
@@ -1388,6 +1482,15 @@ class ColumnarStratum:
             w = np.fromiter((d[r] for r in rows), np.int64, len(rows))
             order = np.argsort(k)
             self._input_delta[pred] = (k[order], w[order])
+        for name, neg in self.negations.items():
+            nd = deltas.get(neg.atom.pred)
+            change = negation_change(neg, store[neg.atom.pred], nd) if nd else {}
+            if change:
+                rows = list(change)
+                k = self._encode(name, rows)
+                w = np.fromiter((change[r] for r in rows), np.int64, len(rows))
+                order = np.argsort(k)
+                self._input_delta[name] = (k[order], w[order])
         self._touched = {p: _Touched() for p in self.rels}
         max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
         prev: dict[str, tuple[I64, I64]] = {}
@@ -1429,13 +1532,18 @@ class ColumnarStratum:
         rules = self.base_rules if t == 0 else self.recursive_rules
         for rule in rules:
             semi: list[int | None] = [None] if t == 0 else list(rule.own_atoms)
+            n_atoms = len(rule.atoms)
             for j in semi:
-                for p, a in enumerate(rule.atoms):
-                    if a.pred not in self.own:
-                        delta = self._input_delta.get(a.pred)
+                for p in range(n_atoms + len(rule.negs)):
+                    if p >= n_atoms:  # the factor 1 - N': its change is -ΔN'
+                        delta = self._input_delta.get(rule.neg_names[p - n_atoms])
+                        if delta is not None:
+                            delta = (delta[0], -delta[1])
+                    elif rule.atoms[p].pred not in self.own:
+                        delta = self._input_delta.get(rule.atoms[p].pred)
                     else:
                         assert j is not None
-                        delta = self._own_delta(a.pred, p, j, prev, prev2)
+                        delta = self._own_delta(rule.atoms[p].pred, p, j, prev, prev2)
                     if delta is None or not len(delta[0]):
                         continue
                     srcs: list[Source] = []
@@ -1445,6 +1553,8 @@ class ColumnarStratum:
                         else:
                             assert j is not None
                             srcs.append(self._src_own(b.pred, q, j, t, q < p))
+                    srcs += [self._src_input(name, n_atoms + k < p)
+                             for k, name in enumerate(rule.neg_names)]
                     self._collect(out, rule, self._join(rule, p, delta[0], delta[1], srcs))
         return self._zsets(out)
 

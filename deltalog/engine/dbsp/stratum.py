@@ -47,6 +47,7 @@ from deltalog.engine.storage import (
     ListRows,
     PreviousRows,
     RelationStore,
+    VersionedRelation,
     add_into,
 )
 from deltalog.engine.storage import SortedRows as SortedRowsT
@@ -134,6 +135,33 @@ def _exists(rows: SortedRowsT, prefix: tuple[Any, ...]) -> bool:
     return row is not None and row[: len(prefix)] == prefix
 
 
+def negated_atoms(prep: PreparedRule) -> list[_Negation]:
+    """The negations of ``prep``, each keyed by its variables the body binds (sorted)."""
+    variables = all_vars(prep)
+    out = []
+    for j, atom in enumerate(prep.negations):
+        key_vars = tuple(sorted(v for v in atom.vars if v in variables))
+        fixed = [c for c, a in enumerate(atom.args)
+                 if isinstance(a, Const) or a.name in key_vars]
+        free = [c for c in range(len(atom.args)) if c not in fixed]
+        out.append(_Negation(j, atom, key_vars, tuple(fixed + free)))
+    return out
+
+
+def negation_change(neg: _Negation, rel: VersionedRelation, delta: Delta) -> dict[Row, int]:
+    """ΔN' of ``neg`` for the change ``delta`` of its relation ``rel`` (old and new
+    versions): the keys whose existence changed, +1 where a matching row exists now."""
+    keys = {k for row in delta if (k := neg.key_of(row)) is not None}
+    out: dict[Row, int] = {}
+    for key in keys:
+        prefix = neg.prefix(key)
+        before = _exists(rel.previous(neg.perm), prefix)
+        after = _exists(rel.current(neg.perm), prefix)
+        if before != after:
+            out[key] = 1 if after else -1
+    return out
+
+
 class _Group:
     """One group of an aggregate: the multiset of its assignments' values."""
 
@@ -179,13 +207,7 @@ class _RuleInfo:
             head_projection(rule, self.schema) if rule.head.args else (lambda env: ())
         )
         variables = all_vars(base)
-        self.negs: list[_Negation] = []
-        for j, atom in enumerate(base.negations):
-            key_vars = tuple(sorted(v for v in atom.vars if v in variables))
-            fixed = [c for c, a in enumerate(atom.args)
-                     if isinstance(a, Const) or a.name in key_vars]
-            free = [c for c in range(len(atom.args)) if c not in fixed]
-            self.negs.append(_Negation(j, atom, key_vars, tuple(fixed + free)))
+        self.negs = negated_atoms(base)
         tokenized = tuple(Atom(n.token, n.atom.args, n.atom.functional) for n in self.negs)
         self.prep = PreparedRule(rule, base.atoms, base.assigns, base.filters, tokenized,
                                  base.head_vars)
@@ -661,15 +683,7 @@ class DbspStratum:
                 delta = inputs.get(neg.atom.pred)
                 if not delta:
                     continue
-                rel = store[neg.atom.pred]
-                keys = {k for row in delta if (k := neg.key_of(row)) is not None}
-                d: dict[Row, int] = {}
-                for key in keys:
-                    prefix = neg.prefix(key)
-                    before = _exists(rel.previous(neg.perm), prefix)
-                    after = _exists(rel.current(neg.perm), prefix)
-                    if before != after:
-                        d[key] = 1 if after else -1
+                d = negation_change(neg, store[neg.atom.pred], delta)
                 if d:
                     out[(r, neg.index)] = d
         return out
