@@ -104,6 +104,10 @@ TYPED_RULES = [
     "r18(k, w) :- i(k, a), f(k, b), w = a + b.",
     "r19[k] = t <- agg<<t = sum(v)>> i(k, v).",
     "r20(k) :- i(k, _), !f(k, 0.5).",
+    # `=` between two expressions (no variable on either side: a check, not a binding)
+    "r25(k) :- f(k, b), b * 4 % 1 = 0.",
+    "r26(k, j) :- i(k, a), i(j, b), a + 1 = b - 1.",
+    "r27(k) :- f(k, b), 0.5 = b - 1.5.",
     # relations of no columns
     'r21() :- s(_, "a").',
     "r22(k) :- i(k, _), flag().",
