@@ -215,7 +215,7 @@ class CompiledRule:
                     checks.append(("=", c.left, c.right))
                     used.add(origin)
         for c in prep.filters:  # (an `=` between two expressions is no candidate)
-            if c.op != "=" or not isinstance(c.left, Var) and not isinstance(c.right, Var):
+            if c.op != "=" or (not isinstance(c.left, Var) and not isinstance(c.right, Var)):
                 checks.append((c.op, c.left, c.right))
         nlev = len(kernel)
         level_checks: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(nlev)]

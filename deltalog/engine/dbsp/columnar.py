@@ -4,13 +4,16 @@ the cumulative Δr, the inner loop that runs past every old birth) on numpy arra
 the shape recursion usually has: graph-shaped strata.
 
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
-defines or reads has one or two columns of type int or string and no functional value,
+defines or reads has one or two columns (int, float or string) and no functional value,
 and every rule is a conjunction of positive atoms with, beside them, comparisons and
-assignments over integers (``+ - * / %``, C/SQL semantics, ``deltalog.engine.semantics``),
-equality of strings, and negations of lower strata keyed by at most two variables;
-constants and repeated variables in atoms are assignments of the plan
-(``deltalog.engine.join.plan.prepare``), and the head may hold constants. No aggregate, no
-float, no ordering of strings. Anything else stays with the tuple-at-a-time
+assignments over numbers (``+ - * / %``; ints with C/SQL semantics, floats IEEE with no
+result where it is not finite, ``deltalog.engine.semantics``), comparisons of strings
+(``=``, ``!=`` on codes, an order on the strings), and negations of lower strata keyed by
+at most two variables; a variable joins columns of one type, and an int may fill a float
+column of the head. Constants and repeated variables in atoms are assignments of the plan
+(``deltalog.engine.join.plan.prepare``), and the head may hold constants. No aggregate (the
+language allows none in recursion; a stratum's other rules may hold one over lower
+strata), no more than two columns. Anything else stays with the tuple-at-a-time
 ``DbspStratum``.
 
 A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
@@ -38,10 +41,13 @@ gathered and merged, ↑↑H decisions, a view's ranges checked by depth) are co
 numba (``deltalog.engine.dbsp.kernels``); the rest is whole-array numpy.
 
 Comparisons and assignments run on whole columns as soon as their variables are bound:
-integer codes turn into values through a mirror array of each code's value, arithmetic is
-int64 with its overflows detected, and the rare column where an operand or a result
-leaves the 64-bit integers (the language's integers are unbounded) is computed row by
-row with ``deltalog.engine.semantics``, so both kernels agree on every value.
+int and float codes turn into values through a mirror array of each code's value,
+arithmetic is int64 with its overflows detected or float64 (an int meets a float as
+Python converts it), and the rare column where an operand or a result leaves the 64-bit
+integers (the language's integers are unbounded), or an int beyond 2^53 is compared with
+a float (Python compares them exactly), is computed row by row with
+``deltalog.engine.semantics``, so both kernels agree on every value. An order on strings
+compares the decoded strings (codes are in the order values are first seen).
 """
 
 import struct
@@ -76,10 +82,13 @@ from deltalog.engine.values import Row, Value
 I64 = NDArray[np.int64]
 I32 = NDArray[np.int32]
 Bool = NDArray[np.bool_]
+Num = NDArray[Any]  # int64 or float64 values
 
 LOW = np.int64((1 << 32) - 1)
 NONE = np.int32(2**31 - 1)  # the depth of a non-member (and of an undecided fact)
-TYPES = ("int", "string")
+TYPES = ("int", "string", "float")
+F64 = NDArray[np.float64]
+_EXACT = 2**53  # ints compare with floats through float64 exactly up to this magnitude
 # Housekeeping thresholds (module-level so that tests can make them tiny): tombstones are
 # purged past max(PURGE_MIN, a quarter of the ids); the births pool is compacted when it
 # would grow and holds more than twice its live entries plus POOL_SLACK.
@@ -114,12 +123,32 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
             if schema.functional or schema.arity not in (1, 2):
                 return f"'{pred}' is functional or not of one or two columns"
             if any(c.type not in TYPES for c in schema.columns):
-                return f"'{pred}' has a column that is neither int nor string"
+                return f"'{pred}' has a column that is not an int, float or string"
         if not prep.atoms:
             return f"rule at {rule.loc} has no positive atom"
-        problem = _constraint_problem(prog, prep) or _negation_problem(prog, prep)
+        problem = (_column_problem(prog, prep) or _constraint_problem(prog, prep)
+                   or _negation_problem(prog, prep))
         if problem is not None:
             return f"rule at {rule.loc}: {problem}"
+    return None
+
+
+def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
+    """Why the columns of ``prep`` are not columnar (None: they are): a variable joins
+    columns of one type (codes are per type), and goes into a head column of its type
+    or, an int, into a float column."""
+    types: dict[str, str] = {}
+    for a in prep.atoms:
+        for v, c in zip(a.vars, prog.schemas[a.pred].columns, strict=True):
+            if types.setdefault(v, c.type) != c.type:
+                return f"{v} joins {types[v]} and {c.type} columns"
+    var_types = _var_types(prog, prep)
+    head = prep.rule.head
+    for arg, col in zip(head.args, prog.schemas[head.pred].columns, strict=True):
+        if isinstance(arg, Var):
+            t = var_types.get(arg.name)
+            if t != col.type and (t, col.type) != ("int", "float"):
+                return f"{arg.name}, a {t}, goes into a {col.type} column"
     return None
 
 
@@ -163,7 +192,9 @@ def _expr_type(e: Expr, types: Mapping[str, str]) -> str | None:
     left, right = _expr_type(e.left, types), _expr_type(e.right, types)
     if left is None or right is None:
         return None
-    return "int" if left == right == "int" else "other"
+    if left not in ("int", "float") or right not in ("int", "float"):
+        return "other"
+    return "int" if left == right == "int" else "float"
 
 
 def _var_types(prog: AnalyzedProgram, prep: PreparedRule) -> dict[str, str]:
@@ -190,11 +221,11 @@ def _constraint_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None
     sides += [(c.op, c.left, c.right) for c in prep.filters]
     for op, left, right in sides:
         lt, rt = _expr_type(left, types), _expr_type(right, types)
-        if lt not in TYPES or lt != rt:
-            return f"{left} {op} {right}: integer arithmetic and comparisons only"
-        if lt == "string" and (op not in ("=", "!=") or not all(
-                isinstance(x, Var | Const) for x in (left, right))):
-            return f"{left} {op} {right}: strings are compared for equality only"
+        if lt not in TYPES or rt not in TYPES or (lt == "string") != (rt == "string"):
+            return f"{left} {op} {right}: arithmetic and comparisons of numbers, " \
+                "comparisons of strings"
+        if lt == "string" and not all(isinstance(x, Var | Const) for x in (left, right)):
+            return f"{left} {op} {right}: strings are compared, not computed"
     return None
 
 
@@ -392,6 +423,7 @@ class _Codes:
         self._new: list[Any] = []  # the values of codes _base, _base + 1, ...
         self._mirror: I64 = _E64  # ints: the values of the first len(mirror) new codes
         self._big: Bool = np.zeros(0, np.bool_)  # ... and which are beyond int64
+        self._fmirror: F64 = np.zeros(0, np.float64)  # floats: the same
 
     def encode(self, values: Sequence[Any]) -> I64:
         if self._levels:
@@ -464,6 +496,24 @@ class _Codes:
             vals[at], big[at] = (self._levels[j].ints(codes) if j < len(self._levels)
                                  else (self._mirror[codes], self._big[codes]))
         return vals, big
+
+    def encode_floats(self, values: F64) -> I64:
+        """Codes of float64 values (one dictionary probe per distinct value)."""
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return self.encode(uniq.tolist())[inverse.reshape(-1)]
+
+    def floats(self, ids: I64) -> F64:
+        """The values of float codes as float64."""
+        if len(self._fmirror) < len(self._new):
+            fresh = np.array(self._new[len(self._fmirror):], np.float64)
+            self._fmirror = np.concatenate([self._fmirror, fresh])
+        if not self._levels:
+            return self._fmirror[ids]
+        out = np.empty(len(ids), np.float64)
+        for j, at, codes in self._parts(ids):
+            out[at] = (np.array(self._levels[j].get(codes), np.float64)
+                       if j < len(self._levels) else self._fmirror[codes])
+        return out
 
     def _values(self) -> list[Any]:
         return [v for level in self._levels for v in level.all()] + self._new
@@ -734,10 +784,14 @@ class _CRule:
         self.atoms: tuple[PlanAtom, ...] = prep.atoms
         self.own_atoms = [a.index for a in prep.atoms if a.pred in own]
         cols = prog.schemas[self.pred].columns
+        self.types = _var_types(prog, prep)
         self.head: list[str | int] = []  # a variable, or the id of a constant
-        for arg, col in zip(rule.head.args, cols, strict=True):
+        self.casts: list[int] = []  # head columns of floats that an int variable fills
+        for i, (arg, col) in enumerate(zip(rule.head.args, cols, strict=True)):
             if isinstance(arg, Var):
                 self.head.append(arg.name)
+                if self.types[arg.name] != col.type:
+                    self.casts.append(i)
             else:
                 assert isinstance(arg, Const)
                 self.head.append(int(codes[col.type].encode([coerce(arg.value, col.type)])[0]))
@@ -750,13 +804,15 @@ class _CRule:
             self.orders[len(self.atoms) + neg.index] = _seeded_order(prep, neg.key_vars)
         # comparisons and assignments as (left, op, right): an ``=`` with a variable on one
         # side binds it when the other side is bound first, and is a check otherwise
-        self.types = _var_types(prog, prep)
         self.constraints: list[tuple[Expr, str, Expr]] = [
             (Var(v), "=", e) for v, e in prep.assigns]
         self.constraints += [(c.left, c.op, c.right) for c in prep.filters]
 
-    def project(self, cols: Mapping[str, I64], n: int) -> I64:
-        parts = [cols[h] if isinstance(h, str) else np.full(n, h, np.int64) for h in self.head]
+    def project(self, cols: Mapping[str, I64], n: int,
+                cast: Any = None) -> I64:
+        """Head keys; ``cast(codes)`` recodes an int variable's codes as floats."""
+        parts = [(cols[h] if i not in self.casts else cast(cols[h])) if isinstance(h, str)
+                 else np.full(n, h, np.int64) for i, h in enumerate(self.head)]
         out = parts[0] << 32
         if len(parts) == 2:
             out = out | parts[1]
@@ -1106,7 +1162,7 @@ class ColumnarStratum:
             if source is not None:  # an assignment binds v
                 k, expr = source
                 todo.remove(k)
-                vals, ok = self._codes_of(rule, expr, cols, n)
+                vals, ok = self._codes_of(rule, expr, cols, n, rule.types[v])
                 cols = {u: c[ok] for u, c in cols.items()}
                 cols[v], w = vals[ok], w[ok]
                 n = len(w)
@@ -1145,7 +1201,7 @@ class ColumnarStratum:
         if not n:
             return _E64, _E64
         assert not todo and not negs, f"never checked: {todo}, negations {negs}"
-        return rule.project(cols, n), w
+        return rule.project(cols, n, self._as_float_codes), w
 
     # -- comparisons and assignments (whole columns) ----------------------------------------
     @staticmethod
@@ -1158,8 +1214,9 @@ class ColumnarStratum:
             if op != "=":
                 continue
             for target, expr in ((left, right), (right, left)):
-                if isinstance(target, Var) and target.name == v and expr_vars(expr) <= cols.keys():
-                    return k, expr
+                if isinstance(target, Var) and target.name == v and expr_vars(expr) <= cols.keys(
+                ) and not (rule.types[v] == "int" and _expr_type(expr, rule.types) == "float"):
+                    return k, expr  # (a float is checked against an int an atom binds)
         return None
 
     def _constrained(self, rule: _CRule, cols: dict[str, I64], w: I64, todo: list[int],
@@ -1190,53 +1247,101 @@ class ColumnarStratum:
 
     def _holds(self, rule: _CRule, left: Expr, op: str, right: Expr,
                cols: Mapping[str, I64], n: int) -> Bool:
-        if _expr_type(left, rule.types) == "string":  # = or != on codes
-            a, _ = self._codes_of(rule, left, cols, n)
-            b, _ = self._codes_of(rule, right, cols, n)
-            return a == b if op == "=" else a != b
+        if _expr_type(left, rule.types) == "string":
+            if op in ("=", "!="):  # on codes
+                a, _ = self._codes_of(rule, left, cols, n, "string")
+                b, _ = self._codes_of(rule, right, cols, n, "string")
+                return a == b if op == "=" else a != b
+            sa, sb = self._strings(left, cols, n), self._strings(right, cols, n)
+            return _NP_CMP[op](sa, sb).astype(np.bool_)  # type: ignore[no-any-return]
         try:
-            a, oka = self._int_values(left, cols, n)
-            b, okb = self._int_values(right, cols, n)
+            a, oka = self._numbers(rule, left, cols, n)
+            b, okb = self._numbers(rule, right, cols, n)
+            if a.dtype != b.dtype:  # an int against a float: exact through float64 only
+                ints = a if a.dtype == np.int64 else b
+                if ((ints > _EXACT) | (ints < -_EXACT)).any():
+                    raise _Slow
+                a, b = a.astype(np.float64), b.astype(np.float64)
         except _Slow:
             la, lb = self._slow(rule, left, cols, n), self._slow(rule, right, cols, n)
             return np.fromiter((x is not None and y is not None and compare(op, x, y)
                                 for x, y in zip(la, lb, strict=True)), np.bool_, n)
-        return _NP_CMP[op](a, b) & oka & okb
+        return _NP_CMP[op](a, b) & oka & okb  # type: ignore[no-any-return]
 
-    def _codes_of(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
-                  n: int) -> tuple[I64, Bool]:
-        """The codes of ``e``'s value on every row, and the rows where it has one."""
+    def _strings(self, e: Expr, cols: Mapping[str, I64], n: int) -> NDArray[np.object_]:
+        """The string values of a variable or a constant (an object array), for an order."""
+        out = np.empty(n, object)
+        if isinstance(e, Var):
+            out[:] = self.codes["string"].decode(cols[e.name])
+        else:
+            assert isinstance(e, Const)
+            out[:] = [e.value] * n
+        return out
+
+    def _codes_of(self, rule: _CRule, e: Expr, cols: Mapping[str, I64], n: int,
+                  typ: str) -> tuple[I64, Bool]:
+        """The codes of ``e``'s value as a ``typ`` (its own type, or a float for an int)
+        on every row, and the rows where it has one."""
         every = np.ones(n, np.bool_)
         if isinstance(e, Var):
-            return cols[e.name], every
-        typ = _expr_type(e, rule.types)
+            c = cols[e.name]
+            return (c if rule.types[e.name] == typ else self._as_float_codes(c)), every
         assert typ in TYPES
         if isinstance(e, Const):
-            return np.full(n, self.codes[typ].encode([e.value])[0], np.int64), every
+            return np.full(n, self.codes[typ].encode([coerce(e.value, typ)])[0], np.int64), every
         out = np.zeros(n, np.int64)
         try:
-            vals, ok = self._int_values(e, cols, n)
-            out[ok] = self.codes["int"].encode_ints(vals[ok])
+            vals, ok = self._numbers(rule, e, cols, n)
+            out[ok] = (self.codes["float"].encode_floats(vals[ok].astype(np.float64))
+                       if typ == "float" else self.codes["int"].encode_ints(vals[ok]))
         except _Slow:
-            py = self._slow(rule, e, cols, n)
+            py = [coerce(x, typ) if x is not None else None
+                  for x in self._slow(rule, e, cols, n)]
             ok = np.fromiter((x is not None for x in py), np.bool_, n)
-            out[ok] = self.codes["int"].encode([x for x in py if x is not None])
+            out[ok] = self.codes[typ].encode([x for x in py if x is not None])
         return out, ok
 
-    def _int_values(self, e: Expr, cols: Mapping[str, I64], n: int) -> tuple[I64, Bool]:
-        """``e`` over int64 on every row and where it has a value (not a division by
-        zero); raises ``_Slow`` when an operand or a result leaves int64."""
+    def _as_float_codes(self, codes: I64) -> I64:
+        """The codes of int codes' values as floats (a head column of floats)."""
+        vals, big = self.codes["int"].ints(codes)
+        if big.any():
+            return self.codes["float"].encode(
+                [coerce(v, "float") for v in self.codes["int"].decode(codes)])
+        return self.codes["float"].encode_floats(vals.astype(np.float64))
+
+    def _numbers(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
+                 n: int) -> tuple[Num, Bool]:
+        """``e`` on every row (int64, or float64 where its type is a float) and where it
+        has a value (no division by zero; a float result finite); raises ``_Slow`` when an
+        integer operand or result leaves int64."""
+        every = np.ones(n, np.bool_)
         if isinstance(e, Var):
+            if rule.types[e.name] == "float":
+                return self.codes["float"].floats(cols[e.name]), every
             vals, big = self.codes["int"].ints(cols[e.name])
             if big.any():
                 raise _Slow
-            return vals, np.ones(n, np.bool_)
+            return vals, every
         if isinstance(e, Const):
-            return np.full(n, e.value, np.int64), np.ones(n, np.bool_)
+            if isinstance(e.value, float):
+                return np.full(n, e.value, np.float64), every
+            if _i64(e.value) is None:
+                raise _Slow
+            return np.full(n, e.value, np.int64), every
         assert isinstance(e, BinOp)
-        a, oka = self._int_values(e.left, cols, n)
-        b, okb = self._int_values(e.right, cols, n)
+        a, oka = self._numbers(rule, e.left, cols, n)
+        b, okb = self._numbers(rule, e.right, cols, n)
         ok = oka & okb
+        if a.dtype != np.int64 or b.dtype != np.int64:  # IEEE, as Python's floats
+            a, b = a.astype(np.float64), b.astype(np.float64)
+            with np.errstate(all="ignore"):
+                if e.op in ("/", "%"):
+                    ok &= b != 0
+                    d = np.where(b == 0, 1.0, b)
+                    r = a / d if e.op == "/" else np.fmod(a, d)
+                else:
+                    r = a + b if e.op == "+" else a - b if e.op == "-" else a * b
+            return r, ok & np.isfinite(r)
         with np.errstate(all="ignore"):
             if e.op == "+":
                 r = a + b
