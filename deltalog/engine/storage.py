@@ -13,7 +13,7 @@ pages its rows fall in and the next save writes the changed rows only.
 """
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any, Protocol, TypeAlias
 
@@ -214,6 +214,16 @@ class VersionedRelation:
             sl = SortedList(self._rows if identity else (permute(r, perm) for r in self._rows))
             self._indexes[perm] = sl
         return sl
+
+    def index_from(self, perm: tuple[int, ...], rows: Callable[[], list[Row]]) -> None:
+        """Build the index in ``perm`` order, unless kept, from ``rows()``: the current rows
+        with columns in ``perm`` order, best sorted (a load that sorted them: the sort is
+        then one pass)."""
+        if perm not in self._indexes:
+            listed = rows()
+            if len(listed) != len(self._rows):
+                raise ValueError(f"an index of {len(listed)} rows for {len(self._rows)}")
+            self._indexes[perm] = SortedList(listed)
 
     def kept_index(self, perm: tuple[int, ...]) -> SortedList | None:
         """The index in ``perm`` order when this relation keeps it in memory (a sorted

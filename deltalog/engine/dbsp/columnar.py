@@ -12,8 +12,8 @@ result where it is not finite, ``deltalog.engine.semantics``), comparisons of st
 at most two variables; a variable joins columns of one type, and an int may fill a float
 column of the head. Constants and repeated variables in atoms are assignments of the plan
 (``deltalog.engine.join.plan.prepare``), and the head may hold constants. No aggregate (the
-language allows none through recursion), no more than two columns. Anything else stays with the tuple-at-a-time
-``DbspStratum``.
+language allows none through recursion), no more than two columns. Anything else stays
+with the tuple-at-a-time ``DbspStratum``.
 
 A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
 body binds) for which a matching row of n exists, kept like an input relation (sorted

@@ -22,7 +22,7 @@ under a binding a negation rejects are recorded too, which is more than the tupl
 records and never less than the maintenance needs.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from deltalog.engine.semantics import compare, eval_expr
 from deltalog.engine.sentinels import BOTTOM, TOP
 from deltalog.engine.storage import RelationStore
 from deltalog.engine.syntax.ast import Atom, Const, Expr
+from deltalog.engine.values import Row
 
 Unit = tuple[Any, ...]
 IndexKey = tuple[Any, ...]
@@ -49,13 +50,14 @@ def record_body(
     plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram, store: RelationStore,
     stats: JoinStats,
 ) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], dict[IndexKey, list[Record]],
-           int]:
+           int, Callable[[str, tuple[int, ...]], list[Row]]]:
     """The units of the body ``plan`` joins (``deltalog.engine.ivm.rule.RuleMaintainer``'s
     plan; ``indexed[a]``: atom a has sensitivity indices) over the current versions, its
     sensitivity intervals as static parts by index key (and the few a negation with no
-    bound variable records, as values), and how many intervals;
-    ``NotColumnar`` when the compiled join cannot record this rule as the tuple join
-    would."""
+    bound variable records, as values), how many intervals, and ``sorted_rows(pred,
+    perm)``: a relation's rows with columns in ``perm`` order, sorted (codes order as the
+    values do), for the store's indexes; ``NotColumnar`` when the compiled join cannot
+    record this rule as the tuple join would."""
     prep = plan.prep
     if plan.complements:
         raise NotColumnar("a complement atom")
@@ -91,6 +93,13 @@ def record_body(
             raise NotColumnar("a value at the ends of the 64-bit range")
         relations[pred] = Relation.of(table)
     rule = CompiledRule(prog, prep, codes, relations)
+
+    def sorted_rows(pred: str, perm: tuple[int, ...]) -> list[Row]:
+        table = relations[pred].index(perm)
+        cols = prog.schemas[pred].columns
+        return list(zip(*(codes.python(table[:, j], cols[c].type)
+                          for j, c in enumerate(perm)), strict=True)) if len(table) else []
+
     kplan = rule.plan({}, frozenset(), plan.order)
     # The join binds the variables atoms hold or constants and copies give; a variable
     # computed by arithmetic (``t = x + 1``) is computed on its output, and so is the
@@ -102,7 +111,7 @@ def record_body(
     for op, left, right in kplan.pre_checks:
         a, b = eval_expr(left, {}), eval_expr(right, {})
         if a is None or b is None or not compare(op, a, b):
-            return {}, {}, {}, 0
+            return {}, {}, {}, 0, sorted_rows
     pos = {v: i for i, v in enumerate(plan.order)}
     # Negations are checked on the join's output, so it runs to the last level any
     # negation reads: the tuple join probes one where its last bound variable is bound.
@@ -176,7 +185,7 @@ def record_body(
                 book, types[:at], types[at], [(0, c, types[c]) for c in bcols],
                 ctx, part[keep, 1], part[keep, 2],
             )
-    return units, parts, plain, int(rn) + added
+    return units, parts, plain, int(rn) + added, sorted_rows
 
 
 def _contexts(rule: CompiledRule, bound: tuple[str, ...], before: tuple[str, ...],

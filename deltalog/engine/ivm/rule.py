@@ -17,6 +17,7 @@ inserted or of s erased, so t's and s's own surgeries would not do).
 
 from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
+from functools import partial
 from typing import Any
 
 from deltalog.engine.analysis.program import AnalyzedProgram
@@ -179,18 +180,17 @@ class RuleMaintainer:
             try:
                 if self.paper_trace:
                     raise NotColumnar("the paper's trace is asked for")
-                units, parts, plain, added = record_body(self.plan, self.indexed, prog,
-                                                         store, stats)
+                units, parts, plain, added, sorted_rows = record_body(
+                    self.plan, self.indexed, prog, store, stats)
             except NotColumnar as why:
                 self.recorded_by = f"tuples: {why}"
             else:
                 self.recorded_by = "compiled"
                 # The sorted indexes commits read: built now, with the state they belong
                 # to, not by the first commit (which would also save them whole).
-                for a, perm in zip(self.prep.atoms, self.plan.perms, strict=True):
-                    store[a.pred].index(perm)
-                for pred, perm in self.negated:
-                    store[pred].index(perm)
+                for pred, perm in [*((a.pred, perm) for a, perm in zip(
+                        self.prep.atoms, self.plan.perms, strict=True)), *self.negated]:
+                    store[pred].index_from(perm, partial(sorted_rows, pred, perm))
                 for key, part in parts.items():
                     index = self.indices[key] = IntervalIndex()
                     index.static = part
