@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
@@ -177,7 +178,7 @@ def record_body(
             atom = prep.atoms[a]
             perm = plan.perms[a]
             bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
-            part = rec[lo_:hi_]
+            part = _uncontained(rec[lo_:hi_], level)
             at = pos[kernel[level]]  # the level's place in the maintainer's order
             ctx, keep = _contexts(rule, kernel[:level], plan.order[:at], computed,
                                   part[:, 3 : 3 + level])
@@ -185,7 +186,30 @@ def record_body(
                 book, types[:at], types[at], [(0, c, types[c]) for c in bcols],
                 ctx, part[keep, 1], part[keep, 2],
             )
-    return units, parts, plain, int(rn) + added, sorted_rows
+            added += len(keep)
+    return units, parts, plain, added, sorted_rows
+
+
+def _uncontained(part: NDArray[np.int64], level: int) -> NDArray[np.int64]:
+    """The records of one slot (rows (slot, lo, hi, the values of the ``level`` earlier
+    levels), in the order the join made them) without those a neighbour with the same
+    context contains: a point such an interval holds is in the neighbour too, so a stab
+    finds the same region (an opened atom's [k, k] before it moves past k to [k, k'],
+    for one). Of two equal intervals the later goes; a dropped one's container is kept
+    or dropped into a container in turn, never both ways (containment is strict one way)."""
+    n = len(part)
+    if n < 2:
+        return part
+    lo, hi = part[:, 1], part[:, 2]
+    same = np.ones(n - 1, np.bool_)
+    for j in range(3, 3 + level):
+        same &= part[1:, j] == part[:-1, j]
+    in_prev = same & (lo[1:] >= lo[:-1]) & (hi[1:] <= hi[:-1])
+    prev_in = same & (lo[1:] <= lo[:-1]) & (hi[1:] >= hi[:-1]) & ~in_prev
+    drop = np.zeros(n, np.bool_)
+    drop[1:] |= in_prev
+    drop[:-1] |= prev_in
+    return part[~drop] if drop.any() else part
 
 
 def _contexts(rule: CompiledRule, bound: tuple[str, ...], before: tuple[str, ...],
