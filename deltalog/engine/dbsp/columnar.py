@@ -50,7 +50,7 @@ compares the decoded strings (codes are in the order values are first seen).
 """
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -807,8 +807,7 @@ class _CRule:
             (Var(v), "=", e) for v, e in prep.assigns]
         self.constraints += [(c.left, c.op, c.right) for c in prep.filters]
 
-    def project(self, cols: Mapping[str, I64], n: int,
-                cast: Any = None) -> I64:
+    def project(self, cols: Mapping[str, I64], n: int, cast: Callable[[I64], I64]) -> I64:
         """Head keys; ``cast(codes)`` recodes an int variable's codes as floats."""
         parts = [(cols[h] if i not in self.casts else cast(cols[h])) if isinstance(h, str)
                  else np.full(n, h, np.int64) for i, h in enumerate(self.head)]
