@@ -149,8 +149,13 @@ def negated_atoms(prep: PreparedRule) -> list[_Negation]:
 
 
 def negation_change(neg: _Negation, rel: VersionedRelation, delta: Delta) -> dict[Row, int]:
-    """ΔN' of ``neg`` for the change ``delta`` of its relation ``rel`` (old and new
-    versions): the keys whose existence changed, +1 where a matching row exists now."""
+    """ΔN' of ``neg`` for the effective change ``delta`` of its relation ``rel`` (old and
+    new versions): the keys whose existence changed, +1 where a matching row exists now.
+    A negation that fixes every column (constants and bound variables, no wildcard) has
+    one row per key: its change is the delta's, and no sorted index of ``rel`` is read."""
+    if all(isinstance(a, Const) or a.name in neg.key_vars for a in neg.atom.args):
+        return {k: 1 if w > 0 else -1 for row, w in delta.items()
+                if (k := neg.key_of(row)) is not None}
     keys = {k for row in delta if (k := neg.key_of(row)) is not None}
     out: dict[Row, int] = {}
     for key in keys:

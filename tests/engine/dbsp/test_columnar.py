@@ -316,3 +316,18 @@ def test_a_column_beyond_int64_is_exact():
     rec.apply({"isa": {(1, 2): -1}})
     assert {x for x, _ in engine.relation("r")} == {0, 1}
     assert engine.relation("r") == rec.relation("r")
+
+
+def test_a_negation_fixing_every_column_reads_no_sorted_index_of_its_relation():
+    """``!u(z)`` with z bound: the change of u is the change of the negation's key set,
+    so the store never sorts u (a wildcard, ``!f(z, _)``, needs f's sorted rows)."""
+    prog = load_program(DECLS + "path(x, y) :- e(x, y).\n"
+                        "path(x, z) :- path(x, y), e(y, z), !u(z), !f(z, _).\n")
+    data = {"e": {(1, 2), (2, 3), (3, 4)}, "u": {(3,)}, "f": {(4, 0)}}
+    engine, rec = IncrementalEngine(prog, data), RecomputeEngine(prog, data)
+    assert _columnar(engine)
+    for change in ({"u": {(3,): -1}}, {"f": {(4, 0): -1}, "u": {(2,): 1}}):
+        assert engine.apply(change) == rec.apply(change)
+    assert engine.relation("path") == rec.relation("path") == {
+        (1, 2), (2, 3), (3, 4), (1, 3), (1, 4), (2, 4)}
+    assert not engine.store["u"]._indexes and engine.store["f"]._indexes
