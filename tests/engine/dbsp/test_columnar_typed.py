@@ -83,11 +83,6 @@ ROWS = {"e": st.tuples(NODES, NODES), "g": st.tuples(NODES, FLOATS),
         "s": st.tuples(WORDS, WORDS)}
 
 
-def _batch():
-    return st.lists(st.tuples(st.sampled_from(sorted(ROWS)), st.data(), st.booleans()),
-                    min_size=1, max_size=6)
-
-
 class TypedMachine(RuleBasedStateMachine):
     """Columnar kernel, tuple kernel and recompute on the same typed commits."""
 
