@@ -91,7 +91,7 @@ def test_wildcards_go_after_a_head_variable_not_connected_to_them():
     every combination of theirs was joined with u (3^26); now they follow y, in the plans
     of every strategy, and the answers stay the recompute's."""
     from deltalog.engine.analysis.analyze import load_program
-    from deltalog.engine.dbsp.stratum import _seeded_order
+    from deltalog.engine.dbsp.stratum import seeded_order
     from deltalog.engine.join.plan import choose_order, prepare
     from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 
@@ -100,7 +100,7 @@ def test_wildcards_go_after_a_head_variable_not_connected_to_them():
                         f"p1(y, y) :- {wild}, e(4, w), u(y).\n")
     prep = prepare(prog.program.rules[0])
     orders = [((), choose_order(prep, {a.index: 4 for a in prep.atoms}))]
-    orders += [(a.vars, _seeded_order(prep, a.vars)) for a in prep.atoms]  # DBSP: the seed first
+    orders += [(a.vars, seeded_order(prep, a.vars)) for a in prep.atoms]  # DBSP: the seed first
     for seed, order in orders:
         wildcards = [i for i, v in enumerate(order) if v.startswith("_") and v not in seed]
         assert len(wildcards) >= 3 and order.index("y") < min(wildcards), order

@@ -60,10 +60,10 @@ from numpy.typing import NDArray
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
 from deltalog.engine.dbsp import kernels
 from deltalog.engine.dbsp.stratum import (
-    _Negation,
-    _seeded_order,
+    NegatedAtom,
     negated_atoms,
     negation_change,
+    seeded_order,
 )
 from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
 from deltalog.engine.segments import (
@@ -164,7 +164,7 @@ def _negation_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
     return None
 
 
-def _key_types(prog: AnalyzedProgram, neg: _Negation) -> tuple[str, ...]:
+def _key_types(prog: AnalyzedProgram, neg: NegatedAtom) -> tuple[str, ...]:
     """The column type of each key variable of ``neg`` (where it first occurs)."""
     cols = prog.schemas[neg.atom.pred].columns
     first: dict[str, str] = {}
@@ -174,7 +174,7 @@ def _key_types(prog: AnalyzedProgram, neg: _Negation) -> tuple[str, ...]:
     return tuple(first[v] for v in neg.key_vars)
 
 
-def _neg_signature(neg: _Negation) -> tuple[Any, ...]:
+def _neg_signature(neg: NegatedAtom) -> tuple[Any, ...]:
     """What a negation's key set depends on: two negations alike share one."""
     return (neg.atom.pred, *(
         ("c", a.value) if isinstance(a, Const) else
@@ -794,13 +794,13 @@ class _CRule:
             else:
                 assert isinstance(arg, Const)
                 self.head.append(int(codes[col.type].encode([coerce(arg.value, col.type)])[0]))
-        self.orders = {a.index: _seeded_order(prep, a.vars) for a in prep.atoms}
+        self.orders = {a.index: seeded_order(prep, a.vars) for a in prep.atoms}
         # negations: factor len(atoms) + k of the body reads the key set ``neg_names[k]``
         # (an input of the stratum, named by ``ColumnarStratum``), as 1 - N'
         self.negs = negated_atoms(prep)
         self.neg_names: list[str] = []
         for neg in self.negs:
-            self.orders[len(self.atoms) + neg.index] = _seeded_order(prep, neg.key_vars)
+            self.orders[len(self.atoms) + neg.index] = seeded_order(prep, neg.key_vars)
         # comparisons and assignments as (left, op, right): an ``=`` with a variable on one
         # side binds it when the other side is bound first, and is a check otherwise
         self.constraints: list[tuple[Expr, str, Expr]] = [
@@ -1057,7 +1057,7 @@ class ColumnarStratum:
         # distinct negation, named "~pred#i", keyed by its bound variables)
         self.key_types: dict[str, tuple[str, ...]] = {
             p: tuple(c.type for c in prog.schemas[p].columns) for p in self.inputs}
-        self.negations: dict[str, _Negation] = {}
+        self.negations: dict[str, NegatedAtom] = {}
         names: dict[tuple[Any, ...], str] = {}
         for rule in self.rules:
             for neg in rule.negs:

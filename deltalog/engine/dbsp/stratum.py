@@ -92,7 +92,7 @@ class UnionRows:
 
 
 @dataclass
-class _Negation:
+class NegatedAtom:
     """``!pred(args)``; N' is the set of keys (values of its bound variables) for which a
     matching row exists. The factor of the body is 1 - N', whose delta is -ΔN'."""
 
@@ -135,7 +135,7 @@ def _exists(rows: SortedRowsT, prefix: tuple[Any, ...]) -> bool:
     return row is not None and row[: len(prefix)] == prefix
 
 
-def negated_atoms(prep: PreparedRule) -> list[_Negation]:
+def negated_atoms(prep: PreparedRule) -> list[NegatedAtom]:
     """The negations of ``prep``, each keyed by its variables the body binds (sorted)."""
     variables = all_vars(prep)
     out = []
@@ -144,11 +144,11 @@ def negated_atoms(prep: PreparedRule) -> list[_Negation]:
         fixed = [c for c, a in enumerate(atom.args)
                  if isinstance(a, Const) or a.name in key_vars]
         free = [c for c in range(len(atom.args)) if c not in fixed]
-        out.append(_Negation(j, atom, key_vars, tuple(fixed + free)))
+        out.append(NegatedAtom(j, atom, key_vars, tuple(fixed + free)))
     return out
 
 
-def negation_change(neg: _Negation, rel: VersionedRelation, delta: Delta) -> dict[Row, int]:
+def negation_change(neg: NegatedAtom, rel: VersionedRelation, delta: Delta) -> dict[Row, int]:
     """ΔN' of ``neg`` for the effective change ``delta`` of its relation ``rel`` (old and
     new versions): the keys whose existence changed, +1 where a matching row exists now.
     A negation that fixes every column (constants and bound variables, no wildcard) has
@@ -263,7 +263,7 @@ class _RuleInfo:
         return tuple(coerce(v, c.type) for v, c in zip((*keys, value), cols, strict=True))
 
 
-def _seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
+def seeded_order(prep: PreparedRule, first: Sequence[str]) -> tuple[str, ...]:
     """The seed's variables first (so the join starts from the delta), then assignments
     as soon as their inputs are bound, then variables connected to what is bound, held by
     the most atoms, by name; a variable only one atom mentions and nothing else reads (a
@@ -375,11 +375,11 @@ class DbspStratum:
             info.plans[None] = build_plan(info.prep, sizes, self._probe)
             for a in info.atoms:
                 info.plans[("atom", a.index)] = build_plan(
-                    info.prep, sizes, self._probe, _seeded_order(info.prep, a.vars))
+                    info.prep, sizes, self._probe, seeded_order(info.prep, a.vars))
             for neg in info.negs:
                 prep = info.seed_prep(("neg", neg.index))
                 info.plans[("neg", neg.index)] = build_plan(
-                    prep, sizes, self._probe, _seeded_order(prep, neg.key_vars))
+                    prep, sizes, self._probe, seeded_order(prep, neg.key_vars))
             for plan in info.plans.values():
                 for a, perm in zip(plan.prep.atoms, plan.perms, strict=True):
                     if a.pred in self.own:
