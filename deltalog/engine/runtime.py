@@ -198,6 +198,7 @@ class IncrementalEngine:
     ):
         self.prog = prog
         self.strategy = strategy
+        self.columnar = columnar
         start = time.perf_counter()
         self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
         for name in prog.edb:
@@ -228,6 +229,31 @@ class IncrementalEngine:
         # second. (Process-wide; objects alive now are never collected as cycles.)
         gc.freeze()
 
+    def slow_paths(self) -> list[str]:
+        """One line per stratum, or rule, maintained off the compiled core, saying why: a
+        recursive stratum on the tuple-at-a-time DBSP kernel, a rule whose sensitivity
+        intervals the tuple join recorded (both right, and slower)."""
+        from deltalog.engine.dbsp.columnar import columnar_reason
+        from deltalog.engine.dbsp.stratum import DbspStratum
+        from deltalog.engine.ivm.stratum import SensitivityStratum
+
+        out = []
+        for stratum, m in self.strata:
+            names = ", ".join(stratum.preds)
+            if isinstance(m, DbspStratum):
+                why = (columnar_reason(self.prog, stratum) if self.columnar else None) or (
+                    "the columnar kernel is off")
+                out.append(f"{names}: maintained by the tuple-at-a-time DBSP kernel ({why})")
+            elif isinstance(m, SensitivityStratum):
+                for head in m.heads:
+                    by = head.maintainer.recorded_by
+                    if by != "compiled":
+                        why = by.removeprefix("tuples: ") if by != "tuples" else (
+                            "the compiled join is off")
+                        out.append(f"{names}: rule at {head.maintainer.rule.loc} recorded its "
+                                   f"sensitivity intervals on the tuple join ({why})")
+        return out
+
     def relation(self, name: str) -> frozenset[Row]:
         return frozenset(self.store[name].rows)
 
@@ -237,6 +263,8 @@ class IncrementalEngine:
 
     def contains(self, name: str, row: Row) -> bool:
         return self._one(name, row) in self.store[name]
+
+    columnar = True  # (a state saved before the attribute: the default)
 
     # -- state -------------------------------------------------------------------------
     STATE_FORMAT = 9  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;

@@ -284,6 +284,7 @@ class StratumRun:
         fault("after_read", self.index)
         engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
         stats = engine.last_stats.as_dict()
+        self.notes.extend(engine.slow_paths())
         out: dict[str, Delta] = {}
         for pred in self.preds:
             uri = self.writer.uri(pred)
@@ -351,6 +352,7 @@ class StratumRun:
         fault("after_read", self.index)
         out = engine.apply(deltas) if deltas else {}
         stats = engine.last_stats.as_dict() if deltas else {"edb_changes": 0}
+        self.notes.extend(engine.slow_paths())
         seq = state.seq + 1
         written = self.writer.write(self.writer.arrow_changes(out), seq, inputs, edbs, txns)
         self._save(engine, seq, inputs, edbs, written.txns, copies)

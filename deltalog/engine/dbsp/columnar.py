@@ -119,8 +119,10 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
         for pred in preds:
             schema = prog.schemas[pred]
-            if schema.functional or schema.arity not in (1, 2):
-                return f"'{pred}' is functional or not of one or two columns"
+            if schema.functional:
+                return f"'{pred}' is functional"
+            if schema.arity not in (1, 2):
+                return f"'{pred}' has {schema.arity} columns, not one or two"
             if any(c.type not in TYPES for c in schema.columns):
                 return f"'{pred}' has a column that is not an int, float or string"
         if not prep.atoms:

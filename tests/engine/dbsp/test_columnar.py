@@ -192,7 +192,7 @@ def test_strata_that_do_not_qualify_stay_with_the_tuple_kernel():
         ".decl g(a: float, b: float)\npath(x, y) :- g(x, y).\n"
         "path(x, z) :- path(x, y), e(y, z).": "y joins float and int columns",
         ".decl t(a: int, b: int, c: int)\npath(x, y) :- t(x, y, _).\n"
-        "path(x, z) :- path(x, y), t(y, z, _).": "one or two columns",
+        "path(x, z) :- path(x, y), t(y, z, _).": "has 3 columns, not one or two",
         "path(x, y) :- e(x, y).": "not recursive",
     }
     for body, reason in cases.items():
@@ -202,6 +202,8 @@ def test_strata_that_do_not_qualify_stay_with_the_tuple_kernel():
         assert got is not None and reason in got, (body, got)
         engine = IncrementalEngine(prog, {"e": {(1, 2), (2, 3)}}, "dbsp")
         assert not _columnar(engine)
+        assert [f"path: maintained by the tuple-at-a-time DBSP kernel ({got})"] == [
+            line for line in engine.slow_paths() if line.startswith("path:")], body
 
 
 LECTURE_GRAPH = {(1, 2), (1, 4), (2, 1), (2, 3), (3, 4), (4, 5)}
@@ -331,3 +333,14 @@ def test_a_negation_fixing_every_column_reads_no_sorted_index_of_its_relation():
     assert engine.relation("path") == rec.relation("path") == {
         (1, 2), (2, 3), (3, 4), (1, 3), (1, 4), (2, 4)}
     assert not engine.store["u"]._indexes and engine.store["f"]._indexes
+
+
+def test_the_engine_says_which_strata_run_off_the_compiled_core():
+    """A run's notes list them (``IncrementalEngine.slow_paths``): none when everything is
+    compiled or columnar; the kernel or join switched off says so."""
+    prog = load_program(TC + "hub(x) :- path(x, y), path(y, x).\n")
+    assert IncrementalEngine(prog, {"e": LECTURE_GRAPH}).slow_paths() == []
+    assert IncrementalEngine(prog, {"e": LECTURE_GRAPH}, columnar=False).slow_paths() == [
+        "path: maintained by the tuple-at-a-time DBSP kernel (the columnar kernel is off)",
+        "hub: rule at <program>:6:1 recorded its sensitivity intervals on the tuple join (the "
+        "compiled join is off)"]
