@@ -1,5 +1,5 @@
 """Small helpers the tests share: a free TCP port on 127.0.0.1 (for the servers the tests
-start), and importing a scaffolded project's module afresh."""
+start), importing a scaffolded project's module afresh, and writing a pipeline folder."""
 
 import importlib
 import socket
@@ -8,6 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from deltalog.pipelines.spec import PipelineSpec, load_pipeline
 
 
 def free_port() -> int:
@@ -24,3 +26,13 @@ def import_fresh(project: Path, module: str, monkeypatch: pytest.MonkeyPatch) ->
     for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
         monkeypatch.delitem(sys.modules, name)
     return importlib.import_module(module)
+
+
+def write_pipeline(tmp_path: Path, name: str, program: str, binding: str) -> PipelineSpec:
+    """A pipeline folder ``tmp_path/name`` as a data team writes one (``program.dl`` and
+    ``pipeline.toml``), loaded."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "program.dl").write_text(program, encoding="utf-8")
+    (folder / "pipeline.toml").write_text(binding, encoding="utf-8")
+    return load_pipeline(folder)

@@ -14,6 +14,10 @@ value equals itself and the order of values is total, which the joins rely on. A
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import RelationSchema
 from deltalog.engine.exact_sum import ExactSum
@@ -68,6 +72,35 @@ def arith(op: str, a: Value, b: Value) -> Value | None:
     except OverflowError:  # an int beyond the float range meets a float
         return None
     return r if math.isfinite(r) else None
+
+
+FLOAT_EXACT = 2**53  # ints of at most this magnitude are exact as floats
+
+
+def float_arith(op: str, a: NDArray[Any], b: NDArray[Any], ok: NDArray[np.bool_]
+                ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """``arith`` on whole columns where an operand is a float (an int column converted as
+    Python converts it): the values, and where they are defined (a finite result, no
+    division or remainder by zero) among ``ok``."""
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if op == "+":
+            r = x + y
+        elif op == "-":
+            r = x - y
+        elif op == "*":
+            r = x * y
+        else:
+            ok = ok & (y != 0)
+            d = np.where(y == 0, 1.0, y)
+            r = x / d if op == "/" else np.fmod(x, d)
+    return r, ok & np.isfinite(r)
+
+
+def exact_as_floats(ints: NDArray[np.int64]) -> bool:
+    """Whether every int compares with a float through float64 as Python compares them
+    (exactly): none beyond ``FLOAT_EXACT`` in magnitude."""
+    return not bool(((ints > FLOAT_EXACT) | (ints < -FLOAT_EXACT)).any())
 
 
 def eval_expr(expr: Expr, env: Mapping[str, Value]) -> Value | None:

@@ -8,9 +8,10 @@ import pyarrow as pa
 from deltalog.engine.naive import evaluate_naive
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.run import StratumRun
-from deltalog.pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines.spec import PipelineSpec
 from deltalog.pipelines.warehouse import write_edb
 from deltalog.schemas.relation import arrow_to_rows
+from tests.local import write_pipeline
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)
@@ -61,11 +62,7 @@ def edb_tables(edges: list[tuple[int, int]]) -> dict[str, pa.Table]:
 
 def make_pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
     """Write the pipeline folder and the EDB tables (version 1); return (spec, warehouse)."""
-    folder = tmp_path / "tiny"
-    folder.mkdir()
-    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
-    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
-    spec = load_pipeline(folder)
+    spec = write_pipeline(tmp_path, "tiny", PROGRAM, BINDING)
     root = tmp_path / "warehouse"
     write_edb(root, spec, edb_tables(EDGES_V1))
     return spec, root

@@ -18,9 +18,10 @@ from deltalog.engine.naive import evaluate_naive
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.quality import BadInputError
 from deltalog.pipelines.run import StratumRun
-from deltalog.pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines.spec import PipelineSpec
 from deltalog.pipelines.state_store import STATE_DIR
 from deltalog.schemas.relation import arrow_to_rows
+from tests.local import write_pipeline
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)
@@ -67,11 +68,7 @@ def _arrow(pred: str, rows: list[tuple]) -> pa.Table:
 def make_bad_pipeline(tmp_path: Path, edges: list[tuple] = EDGES) -> tuple[PipelineSpec, Path]:
     """The pipeline folder and its EDB tables, written as a data team would (``edges``
     may hold a bad row)."""
-    folder = tmp_path / "bad"
-    folder.mkdir()
-    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
-    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
-    spec = load_pipeline(folder)
+    spec = write_pipeline(tmp_path, "bad", PROGRAM, BINDING)
     root = tmp_path / "warehouse"
     for pred, rows in (("edge", edges), ("weight", WEIGHTS), ("label", LABELS)):
         write_deltalake(

@@ -12,7 +12,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.inputs import check_input
-from deltalog.pipelines.spec import PipelineSpec, load_pipeline
+from deltalog.pipelines.spec import PipelineSpec
+from tests.local import write_pipeline
 
 PROGRAM = """\
 .decl price[item: int] = amount: float
@@ -39,11 +40,7 @@ def _price(items, amounts) -> pa.Table:
 
 @pytest.fixture
 def pipeline(tmp_path: Path) -> tuple[PipelineSpec, Path]:
-    folder = tmp_path / "t"
-    folder.mkdir()
-    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
-    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
-    spec = load_pipeline(folder)
+    spec = write_pipeline(tmp_path, "t", PROGRAM, BINDING)
     root = tmp_path / "warehouse"
     write_deltalake(
         spec.table_uri(root, "price"),

@@ -11,7 +11,7 @@ from deltalake import write_deltalake
 from deltalog.engine.errors import VALUE_OUT_OF_RANGE, DataError
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.run import StratumRun
-from deltalog.pipelines.spec import load_pipeline
+from tests.local import write_pipeline
 
 PROGRAM = """\
 .decl n(x: int)
@@ -28,11 +28,7 @@ big = "o/idb/big"
 
 
 def test_overflow_is_a_clear_error_and_commits_nothing(tmp_path: Path):
-    folder = tmp_path / "o"
-    folder.mkdir()
-    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
-    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
-    spec = load_pipeline(folder)
+    spec = write_pipeline(tmp_path, "o", PROGRAM, BINDING)
     root = tmp_path / "warehouse"
     uri = spec.table_uri(root, "n")
     write_deltalake(

@@ -6,9 +6,9 @@ import pyarrow as pa
 from deltalog.engine.naive import evaluate_naive
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.run import StratumRun
-from deltalog.pipelines.spec import load_pipeline
 from deltalog.pipelines.warehouse import write_edb
 from deltalog.schemas.relation import arrow_to_rows
+from tests.local import write_pipeline
 
 PROGRAM = """\
 .decl edge(src: int, dst: int)
@@ -23,11 +23,7 @@ def _edges(edges):
 
 
 def test_a_stratum_on_the_tuple_kernel_says_why_in_every_run(tmp_path):
-    folder = tmp_path / "hops"
-    folder.mkdir()
-    (folder / "program.dl").write_text(PROGRAM, encoding="utf-8")
-    (folder / "pipeline.toml").write_text(BINDING, encoding="utf-8")
-    spec = load_pipeline(folder)
+    spec = write_pipeline(tmp_path, "hops", PROGRAM, BINDING)
     root = tmp_path / "warehouse"
     why = "hop: maintained by the tuple-at-a-time DBSP kernel ('hop' has 3 columns, not one or two)"
     for edges, mode in (([(1, 2), (2, 3), (3, 1)], "full"), ([(1, 2), (2, 3)], "incremental")):

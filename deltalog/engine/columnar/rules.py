@@ -38,14 +38,20 @@ from deltalog.engine.exact_sum import group_out_of_range
 from deltalog.engine.heads import body_vars
 from deltalog.engine.join.plan import PreparedRule, choose_order, compare_assignments
 from deltalog.engine.join.trie import JoinStats
-from deltalog.engine.semantics import aggregate, arith, compare, eval_expr
+from deltalog.engine.semantics import (
+    aggregate,
+    arith,
+    compare,
+    eval_expr,
+    exact_as_floats,
+    float_arith,
+)
 from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
 
 Bool = NDArray[np.bool_]
 # ``kernels.lftj``'s recording arguments when nothing is recorded.
 NO_SLOTS = np.zeros(0, np.int64)
 NO_RECORD = np.zeros((0, 1), np.int64)
-_EXACT = 2**53  # ints up to this size are exact as floats
 
 
 def _const_type(v: Any) -> str:
@@ -387,20 +393,7 @@ class CompiledRule:
             raise NotColumnar(f"arithmetic on strings in {e}")
         if ta == tb == "int":
             return (*_int_op(e.op, a, b, ok), "int")
-        with np.errstate(all="ignore"):
-            x = a.astype(np.float64)
-            y = b.astype(np.float64)
-            if e.op == "+":
-                r = x + y
-            elif e.op == "-":
-                r = x - y
-            elif e.op == "*":
-                r = x * y
-            else:
-                ok = ok & (y != 0)
-                r = x / y if e.op == "/" else np.fmod(x, y)
-            ok = ok & np.isfinite(r)
-        return r, ok, "float"
+        return (*float_arith(e.op, a, b, ok), "float")
 
     def assign(self, cols: Cols, v: str, e: Expr) -> None:
         if isinstance(e, Var):
@@ -427,8 +420,7 @@ class CompiledRule:
         ok = da & db
         if ta == tb:
             return ok & _cmp(op, a, b)
-        ints = a if ta == "int" else b
-        if ints.size and int(np.abs(ints).max()) > _EXACT:
+        if not exact_as_floats(a if ta == "int" else b):
             # Beyond 2^53 an int is not exact as a float: compare as Python does.
             return ok & np.array(
                 [compare(op, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)],

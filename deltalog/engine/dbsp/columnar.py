@@ -73,7 +73,13 @@ from deltalog.engine.segments import (
     SortedRun,
     write_run,
 )
-from deltalog.engine.semantics import coerce, compare, eval_expr
+from deltalog.engine.semantics import (
+    coerce,
+    compare,
+    eval_expr,
+    exact_as_floats,
+    float_arith,
+)
 from deltalog.engine.storage import Delta, RelationStore
 from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
 from deltalog.engine.values import Row, Value
@@ -87,7 +93,6 @@ LOW = np.int64((1 << 32) - 1)
 NONE = np.int32(2**31 - 1)  # the depth of a non-member (and of an undecided fact)
 TYPES = ("int", "string", "float")
 F64 = NDArray[np.float64]
-_EXACT = 2**53  # ints compare with floats through float64 exactly up to this magnitude
 # Housekeeping thresholds (module-level so that tests can make them tiny): tombstones are
 # purged past max(PURGE_MIN, a quarter of the ids); the births pool is compacted when it
 # would grow and holds more than twice its live entries plus POOL_SLACK.
@@ -479,8 +484,8 @@ class _Codes:
                 out[i] = v
         return out
 
-    def encode_ints(self, values: I64) -> I64:
-        """Codes of int64 values (one dictionary probe per distinct value)."""
+    def encode_array(self, values: Num) -> I64:
+        """Codes of int64 or float64 values (one dictionary probe per distinct value)."""
         uniq, inverse = np.unique(values, return_inverse=True)
         return self.encode(uniq.tolist())[inverse.reshape(-1)]
 
@@ -497,11 +502,6 @@ class _Codes:
             vals[at], big[at] = (self._levels[j].ints(codes) if j < len(self._levels)
                                  else (self._mirror[codes], self._big[codes]))
         return vals, big
-
-    def encode_floats(self, values: F64) -> I64:
-        """Codes of float64 values (one dictionary probe per distinct value)."""
-        uniq, inverse = np.unique(values, return_inverse=True)
-        return self.encode(uniq.tolist())[inverse.reshape(-1)]
 
     def floats(self, ids: I64) -> F64:
         """The values of float codes as float64."""
@@ -1115,6 +1115,15 @@ class ColumnarStratum:
         self.input_keys[pred] = by
         self.input_patch[pred] = {perm: (_E64, _E32) for perm in by}
 
+    def _set_delta(self, pred: str, d: Delta) -> None:
+        """The commit's change of input ``pred`` (a relation or a negation's key set), as
+        sorted packed keys and weights."""
+        rows = list(d)
+        k = self._encode(pred, rows)
+        w = np.fromiter((d[r] for r in rows), np.int64, len(rows))
+        order = np.argsort(k)
+        self._input_delta[pred] = (k[order], w[order])
+
     def _input_delta_in(self, pred: str, perm: tuple[int, ...]) -> tuple[I64, I32]:
         """The input's change in the column order ``perm`` (sorted keys; depth 0: came,
         NONE: gone)."""
@@ -1258,8 +1267,7 @@ class ColumnarStratum:
             a, oka = self._numbers(rule, left, cols, n)
             b, okb = self._numbers(rule, right, cols, n)
             if a.dtype != b.dtype:  # an int against a float: exact through float64 only
-                ints = a if a.dtype == np.int64 else b
-                if ((ints > _EXACT) | (ints < -_EXACT)).any():
+                if not exact_as_floats(a if a.dtype == np.int64 else b):
                     raise _Slow
                 a, b = a.astype(np.float64), b.astype(np.float64)
         except _Slow:
@@ -1292,8 +1300,8 @@ class ColumnarStratum:
         out = np.zeros(n, np.int64)
         try:
             vals, ok = self._numbers(rule, e, cols, n)
-            out[ok] = (self.codes["float"].encode_floats(vals[ok].astype(np.float64))
-                       if typ == "float" else self.codes["int"].encode_ints(vals[ok]))
+            out[ok] = self.codes[typ].encode_array(
+                vals[ok].astype(np.float64) if typ == "float" else vals[ok])
         except _Slow:
             py = [coerce(x, typ) if x is not None else None
                   for x in self._slow(rule, e, cols, n)]
@@ -1307,7 +1315,7 @@ class ColumnarStratum:
         if big.any():
             return self.codes["float"].encode(
                 [coerce(v, "float") for v in self.codes["int"].decode(codes)])
-        return self.codes["float"].encode_floats(vals.astype(np.float64))
+        return self.codes["float"].encode_array(vals.astype(np.float64))
 
     def _numbers(self, rule: _CRule, e: Expr, cols: Mapping[str, I64],
                  n: int) -> tuple[Num, Bool]:
@@ -1333,15 +1341,7 @@ class ColumnarStratum:
         b, okb = self._numbers(rule, e.right, cols, n)
         ok = oka & okb
         if a.dtype != np.int64 or b.dtype != np.int64:  # IEEE, as Python's floats
-            a, b = a.astype(np.float64), b.astype(np.float64)
-            with np.errstate(all="ignore"):
-                if e.op in ("/", "%"):
-                    ok &= b != 0
-                    d = np.where(b == 0, 1.0, b)
-                    r = a / d if e.op == "/" else np.fmod(a, d)
-                else:
-                    r = a + b if e.op == "+" else a - b if e.op == "-" else a * b
-            return r, ok & np.isfinite(r)
+            return float_arith(e.op, a, b, ok)
         with np.errstate(all="ignore"):
             if e.op == "+":
                 r = a + b
@@ -1582,20 +1582,12 @@ class ColumnarStratum:
         for pred, d in deltas.items():
             if pred in self.own or pred not in self.input_keys or not d:
                 continue
-            rows = list(d)
-            k = self._encode(pred, rows)
-            w = np.fromiter((d[r] for r in rows), np.int64, len(rows))
-            order = np.argsort(k)
-            self._input_delta[pred] = (k[order], w[order])
+            self._set_delta(pred, d)
         for name, neg in self.negations.items():
             nd = deltas.get(neg.atom.pred)
             change = negation_change(neg, store[neg.atom.pred], nd) if nd else {}
             if change:
-                rows = list(change)
-                k = self._encode(name, rows)
-                w = np.fromiter((change[r] for r in rows), np.int64, len(rows))
-                order = np.argsort(k)
-                self._input_delta[name] = (k[order], w[order])
+                self._set_delta(name, change)
         self._touched = {p: _Touched() for p in self.rels}
         max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
         prev: dict[str, tuple[I64, I64]] = {}

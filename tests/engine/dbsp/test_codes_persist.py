@@ -158,7 +158,7 @@ class CodesMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def encode_ints(self, data: st.DataObject) -> None:
         values = data.draw(st.lists(DOMAINS["int64"] | st.integers(0, 1200), max_size=8))
-        got = self.codes.encode_ints(np.array(values, np.int64))
+        got = self.codes.encode_array(np.array(values, np.int64))
         self._expect(sorted(set(values)))  # new values are coded in order
         assert got.tolist() == [self.oracle[v] for v in values]
 
