@@ -11,6 +11,7 @@ MODULES: tuple[str, ...] = (
     "bench.eval_vs_duckdb",
     "bench.maintain_vs_recompute",
     "bench.recursion_vs_peers",
+    "bench.wide_recursion",
     "bench.state_io",
     "bench.partitioned",
 )

@@ -1,19 +1,18 @@
 """The DBSP stratum over columns: the nested-time algorithm of ``deltalog.engine.dbsp.stratum``
 (births per fact and inner iteration, depths, Δc[t] as a sum of delta queries, ↑↑H on
-the cumulative Δr, the inner loop that runs past every old birth) on numpy arrays, for
-the shape recursion usually has: graph-shaped strata.
+the cumulative Δr, the inner loop that runs past every old birth) on numpy arrays.
 
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
-defines or reads has one or two columns (int, float or string) and no functional value,
+defines or reads has int, float or string columns (at least one) and no functional value,
 and every rule is a conjunction of positive atoms with, beside them, comparisons and
 assignments over numbers (``+ - * / %``; ints with C/SQL semantics, floats IEEE with no
 result where it is not finite, ``deltalog.engine.semantics``), comparisons of strings
-(``=``, ``!=`` on codes, an order on the strings), and negations of lower strata keyed by
-at most two variables; a variable joins columns of one type, and an int may fill a float
-column of the head. Constants and repeated variables in atoms are assignments of the plan
+(``=``, ``!=`` on codes, an order on the strings), and negations of lower strata; a
+variable joins columns of one type, and an int may fill a float column of the head.
+Constants and repeated variables in atoms are assignments of the plan
 (``deltalog.engine.join.plan.prepare``), and the head may hold constants. No aggregate (the
-language allows none through recursion), no more than two columns. Anything else stays
-with the tuple-at-a-time ``DbspStratum``.
+language allows none through recursion). Anything else stays with the tuple-at-a-time
+``DbspStratum``.
 
 A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
 body binds) for which a matching row of n exists, kept like an input relation (sorted
@@ -21,16 +20,23 @@ packed keys and a patch); the body's factor is 1 - N', so its delta query is see
 -ΔN', the keys whose existence the commit changed (``negation_change``, from n's old and
 new versions). Negations alike in two rules share one key set.
 
-Values are dictionary-encoded per column type (ids below 2^31); a row of one or two
-columns packs into one int64 (first column in the high 32 bits), so a relation sorted by
-a column order is one sorted int64 array and a prefix lookup is two binary searches. A
-delta query is a vectorized generic join (variable at a time, worst-case optimal): the
-seed's rows bind its variables; each next variable is extended, row by row, from the
-ready atom with the fewest candidates and checked against the other ready atoms.
+Values are dictionary-encoded per column type (ids below 2^31). A row packs into one
+int64 in a layout: the codes of some columns in the high 32 bits, of the others in the
+low 32 bits, where a group of two or more columns is one code through the stratum's
+dictionary of pairs (``_Packing``: (b, c, d) as the pair (b, (c, d))). A relation's
+facts are keyed in its natural layout (first column high); a join reads an atom in the
+layout its bound columns ask for (bound columns high, the variable it extends first in
+the low half), sorted the first time a join asks for it and kept up to date after, so a
+lookup by bound columns is two binary searches. A delta query is a vectorized generic
+join (variable at a time, worst-case optimal): the seed's rows bind its variables; each
+next variable is extended, row by row, from the atom with the fewest candidates among
+those whose other variables are all bound, and checked against the others; when no atom
+is that ready, an atom with some of its variables bound binds all of its free ones from
+its rows.
 
 State per defined relation: every fact it held since the last compaction has an id; the
-keys sorted (a main part and a young part of facts first seen since), sorted again by
-swapped key for binary relations, a hash index from key to id, and by id the depth and
+keys sorted (a main part and a young part of facts first seen since), sorted again in
+each other layout a join reads, a hash index from key to id, and by id the depth and
 the births (a slice of (t, count) entries in a pool). A commit gives the facts it touches
 (Δc ≠ 0 somewhere) slots in the order they are first touched, gathers their old births
 once, and keeps their new depths by id beside the old ones, so a join reads either
@@ -126,8 +132,8 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
             schema = prog.schemas[pred]
             if schema.functional:
                 return f"'{pred}' is functional"
-            if schema.arity not in (1, 2):
-                return f"'{pred}' has {schema.arity} columns, not one or two"
+            if not schema.arity:
+                return f"'{pred}' has no columns"
             if any(c.type not in TYPES for c in schema.columns):
                 return f"'{pred}' has a column that is not an int, float or string"
         if not prep.atoms:
@@ -159,12 +165,10 @@ def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
 
 
 def _negation_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
-    """Why the negations of ``prep`` are not columnar (None: they are): a negation is
-    keyed by at most two variables, each of its column's type."""
+    """Why the negations of ``prep`` are not columnar (None: they are): each variable a
+    negation binds is of its column's type."""
     types = _var_types(prog, prep)
     for neg in negated_atoms(prep):
-        if len(neg.key_vars) > 2:
-            return f"!{neg.atom.pred}(...) binds more than two variables"
         for v, t in zip(neg.key_vars, _key_types(prog, neg), strict=True):
             if types.get(v) != t or t not in TYPES:
                 return f"!{neg.atom.pred}(...): {v} is a {types.get(v)} in a {t} column"
@@ -599,11 +603,14 @@ def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
 
 def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     """A Z-set from (key, weight) pairs: distinct sorted keys, summed weights, no zeros."""
-    if not len(keys):
-        return _E64, _E64
+    if len(keys) <= 1:
+        nz = w != 0
+        return keys[nz], w[nz]
     order = np.argsort(keys, kind="stable")
     k = keys[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    first = np.ones(len(k), np.bool_)
+    np.not_equal(k[1:], k[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
     sums = np.add.reduceat(w[order], starts)
     k = k[starts]
     nz = sums != 0
@@ -655,13 +662,110 @@ class _Hash:
         return out
 
 
+# A layout of a relation's rows as packed keys: the columns packed in the high 32 bits (a
+# prefix a lookup binds) and those in the low 32 bits, each group one code (one column:
+# its code; more: nested pairs of ``_Packing``). A relation's natural layout (its facts'
+# keys) is its first column, then the rest.
+Layout = tuple[tuple[int, ...], tuple[int, ...]]
+SWAPPED: Layout = ((1,), (0,))
+
+
+def natural(arity: int) -> Layout:
+    return ((), ()) if not arity else ((0,), tuple(range(1, arity)))
+
+
+class _Packing:
+    """Codes of pairs of codes, so that any group of columns is one code below 2^31 and
+    a row of any arity packs into one int64 in any layout: (c1, c2, c3) as the pair
+    (c1, (c2, c3)). Pair ids are dense, in the order pairs are first seen, shared by the
+    stratum's relations, never dropped (like the values' codes)."""
+
+    def __init__(self) -> None:
+        self.first, self.second = _E64, _E64
+        self.n = 0
+        self.index: _Hash | None = None  # (made with the first pair: most strata have none)
+
+    def _pair(self, a: I64, b: I64) -> I64:
+        """The ids of pairs (a[i], b[i]), new ones given ids."""
+        packed = (a << 32) | b
+        if self.index is None:
+            self.index = _Hash(_E64, _E64)
+        ids = self.index.get(packed)
+        new = ids < 0
+        if new.any():
+            fresh = np.unique(packed[new])
+            n0, n1 = self.n, self.n + len(fresh)
+            if n1 >= 2**31:
+                raise ValueError("not supported: more than 2^31 distinct pairs of values "
+                                 "in the rows of one recursive stratum")
+            self.first, self.second = _grown(self.first, n1, 0), _grown(self.second, n1, 0)
+            self.first[n0:n1], self.second[n0:n1] = fresh >> 32, fresh & LOW
+            self.index.insert(fresh, np.arange(n0, n1, dtype=np.int64))
+            self.n = n1
+            ids[new] = self.index.get(packed[new])
+        return ids
+
+    def _known(self, a: I64, b: I64) -> I64:
+        """The ids of pairs (a[i], b[i]); -1 where the pair was never seen (or a part is
+        -1)."""
+        ok = (a >= 0) & (b >= 0)
+        out = np.full(len(a), -1, np.int64)
+        if self.index is not None:
+            out[ok] = self.index.get((a[ok] << 32) | b[ok])
+        return out
+
+    def group(self, cols: Sequence[I64], n: int, known: bool = False) -> I64:
+        """One code per row for the columns ``cols`` (n rows); with ``known``, -1 where
+        the rows' pairs were never seen (values looked up, not rows added)."""
+        if not cols:
+            return np.zeros(n, np.int64)
+        out = cols[-1]
+        for c in reversed(cols[:-1]):
+            out = self._known(c, out) if known else self._pair(c, out)
+        return out
+
+    def ungroup(self, codes: I64, width: int) -> list[I64]:
+        """The ``width`` columns of group codes."""
+        out: list[I64] = []
+        for _ in range(width - 1):
+            out.append(self.first[codes])
+            codes = self.second[codes]
+        if width:
+            out.append(codes)
+        return out
+
+    def pack(self, layout: Layout, cols: Sequence[I64], n: int, known: bool = False) -> I64:
+        """Keys in ``layout`` of rows given by column (``cols[i]``: column i's codes); with
+        ``known``, a negative key (found nowhere) where a pair was never seen."""
+        head = self.group([cols[i] for i in layout[0]], n, known) << 32
+        if not layout[1]:
+            return head
+        return head | self.group([cols[i] for i in layout[1]], n, known)
+
+    def unpack(self, layout: Layout, keys: I64) -> list[I64]:
+        """The columns (by position) of keys in ``layout``."""
+        out = [_E64] * (len(layout[0]) + len(layout[1]))
+        for part, codes in ((layout[0], keys >> 32), (layout[1], keys & LOW)):
+            for i, c in zip(part, self.ungroup(codes, len(part)), strict=True):
+                out[i] = c
+        return out
+
+    def relayout(self, keys: I64, src: Layout, dst: Layout) -> I64:
+        """Keys in ``src`` as keys in ``dst`` (unsorted)."""
+        if src == dst:
+            return keys
+        if (src, dst) in ((natural(2), SWAPPED), (SWAPPED, natural(2))):
+            return _swap(keys)
+        return self.pack(dst, self.unpack(src, keys), len(keys))
+
+
 # ---------------------------------------------------------------------------------------
 # Versions of one relation in one column order.
 
 
 @dataclass
 class _View:
-    """Rows of a relation in one column order (packed keys): the rows of the base parts
+    """Rows of a relation in one layout (packed keys): the rows of the base parts
     (sorted keys with the ids of their facts; ids None: the positions) whose depth
     (``depth[id]``) is in [lo, hi] (every row when ``depth`` is None), except keys the
     patch holds, which are there when their patch depth is in [lo, hi] (the patch: an
@@ -673,8 +777,7 @@ class _View:
     pdepth: I32 = field(default_factory=lambda: _E32)
     lo: int = 0
     hi: int = 0
-    hash: "_Hash | None" = None  # ids of every key of the parts (natural order)
-    swapped: bool = False  # the keys are in (1, 0) order
+    hash: "_Hash | None" = None  # ids of every key of the parts (the natural layout)
 
     def _ok(self, d: I32) -> Bool:
         return (d >= self.lo) & (d <= self.hi)
@@ -685,7 +788,7 @@ class _View:
         return self._ok(self.depth[ids[idx] if ids is not None else idx])
 
     def counts(self, first: I64) -> I64:
-        """Upper bounds of how many rows start with each value of ``first``."""
+        """Upper bounds of how many rows have each code of ``first`` as their high half."""
         a, b = first << 32, (first + 1) << 32
         n = np.zeros(len(first), np.int64)
         for keys in [k for k, _ in self.parts] + [self.pkeys]:
@@ -694,7 +797,8 @@ class _View:
         return n
 
     def expand(self, first: I64) -> tuple[I64, I64, int]:
-        """(owner, second, candidates): every row (first[i], second) of the view."""
+        """(owner, second, candidates): every row (first[i], second) of the view (the
+        codes of its high and low halves)."""
         a, b = first << 32, (first + 1) << 32
         owners: list[I64] = []
         found: list[I64] = []
@@ -738,7 +842,7 @@ class _View:
 
     def contains(self, keys: I64) -> Bool:
         if self.hash is not None and self.depth is not None and not len(self.pkeys):
-            found = self.hash.get(_swap(keys) if self.swapped else keys)
+            found = self.hash.get(keys)
             out = found >= 0
             out[out] = self._ok(self.depth[found[out]])
             return out
@@ -755,7 +859,7 @@ class _View:
         return out
 
     def firsts(self) -> I64:
-        """The distinct first values of the view's rows."""
+        """The distinct codes of the view's rows' high halves."""
         found: list[I64] = []
         for keys, ids in self.parts:
             keep = self._keep(ids, np.arange(len(keys), dtype=np.int64))
@@ -809,18 +913,16 @@ class _CRule:
             (Var(v), "=", e) for v, e in prep.assigns]
         self.constraints += [(c.left, c.op, c.right) for c in prep.filters]
 
-    def project(self, cols: Mapping[str, I64], n: int, cast: Callable[[I64], I64]) -> I64:
+    def project(self, cols: Mapping[str, I64], n: int, cast: Callable[[I64], I64],
+                packing: _Packing) -> I64:
         """Head keys; ``cast(codes)`` recodes an int variable's codes as floats."""
         parts = [(cols[h] if i not in self.casts else cast(cols[h])) if isinstance(h, str)
                  else np.full(n, h, np.int64) for i, h in enumerate(self.head)]
-        out = parts[0] << 32
-        if len(parts) == 2:
-            out = out | parts[1]
-        return out
+        return packing.pack(natural(len(parts)), parts, n)
 
 
-# A source: for an atom, its view in a column order ((0, 1), (1, 0) or (0,)).
-Source = Any  # Callable[[tuple[int, ...]], _View]
+# A source: for an atom, its view in a layout.
+Source = Any  # Callable[[Layout], _View]
 
 
 def _grown(arr: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
@@ -837,20 +939,20 @@ class _Rel:
     """One defined relation. Every fact ever held since the last compaction has an id;
     by id: its depth (NONE: a tombstone left by a fact that left, reused when it comes
     back) and its births, a slice (start, length) of the pool of (t, count) entries.
-    The main part is sorted by key with ids 0..n-1 in key order; facts first seen
-    since (the young part) are sorted separately with their ids, and join the main part
-    when the young part passes an eighth of it. Binary relations have the same two
-    parts sorted by swapped key, with ids. A fact touched by a commit gets its id at
-    once (a fact never seen: a tombstone of the young part)."""
+    The main part is sorted by key (the natural layout) with ids 0..n-1 in key order;
+    facts first seen since (the young part) are sorted separately with their ids, and
+    join the main part when the young part passes an eighth of it. The other layouts a
+    join reads (``alts``: binary relations by swapped key from the start, the others as
+    they are first asked for) have the same two parts, with ids. A fact touched by a
+    commit gets its id at once (a fact never seen: a tombstone of the young part)."""
 
     arity: int
+    packing: _Packing
     keys: I64 = field(default_factory=lambda: _E64)
     ykeys: I64 = field(default_factory=lambda: _E64)
     yid: I64 = field(default_factory=lambda: _E64)
-    skeys: I64 = field(default_factory=lambda: _E64)
-    sid: I64 = field(default_factory=lambda: _E64)
-    yskeys: I64 = field(default_factory=lambda: _E64)
-    ysid: I64 = field(default_factory=lambda: _E64)
+    # layout -> [keys, ids, young keys, young ids]
+    alts: dict[Layout, list[I64]] = field(default_factory=dict)
     n_ids: int = 0
     depth: I32 = field(default_factory=lambda: _E32)  # by id (capacity beyond n_ids)
     bstart: I64 = field(default_factory=lambda: _E64)
@@ -878,15 +980,26 @@ class _Rel:
                            np.concatenate([np.arange(len(self.keys), dtype=np.int64),
                                            self.yid]))
 
-    def view(self, perm: tuple[int, ...], lo: int, hi: int, new: bool = False) -> _View:
+    def alt(self, layout: Layout) -> list[I64]:
+        """The facts in ``layout`` (sorted the first time a join asks for it)."""
+        got = self.alts.get(layout)
+        if got is None:
+            keys = self.packing.relayout(np.concatenate([self.keys, self.ykeys]),
+                                         natural(self.arity), layout)
+            ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid])
+            order = np.argsort(keys)
+            got = self.alts[layout] = [keys[order], ids[order], _E64, _E64]
+        return got
+
+    def view(self, layout: Layout, lo: int, hi: int, new: bool = False) -> _View:
         """The facts of depth in [lo, hi], in the old version (or the new one, during a
-        commit), sorted by the columns ``perm``."""
+        commit), in ``layout``."""
         if hi < lo or hi < 0:
             return _empty_view()
         depth = self.ndepth if new else self.depth
-        if perm == (1, 0):
-            return _View([(self.skeys, self.sid), (self.yskeys, self.ysid)], depth,
-                         lo=lo, hi=hi, hash=self.index, swapped=True)
+        if layout != natural(self.arity):
+            keys, ids, ykeys, yids = self.alt(layout)
+            return _View([(keys, ids), (ykeys, yids)], depth, lo=lo, hi=hi)
         return _View([(self.keys, None), (self.ykeys, self.yid)], depth, lo=lo, hi=hi,
                      hash=self.index)
 
@@ -906,24 +1019,21 @@ class _Rel:
         self.blen = _grown(self.blen, n, 0)
 
     def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
-                 index: bool = True, by_swapped: tuple[I64, I64] | None = None) -> None:
+                 index: bool = True, alts: dict[Layout, list[I64]] | None = None) -> None:
         """(initialize, compaction) The facts, sorted, as the main part; no young part.
-        ``by_swapped``: the swapped keys, sorted, and their facts' positions, when known."""
+        ``alts``: the facts in other layouts (sorted, with their positions), when known."""
         n = len(keys)
         self.keys, self.n_ids = keys, n
         self.depth, self.bstart, self.blen = depth, bstart, blen
         self.ndepth, self.slot = depth.copy(), np.full(n, -1, np.int64)
         self._room(n + n // 8 + 1024)
-        self.ykeys = self.yid = self.yskeys = self.ysid = _E64
+        self.ykeys = self.yid = _E64
         self.index = None
         if index:
             self._index_keys()
-        if self.arity == 2 and by_swapped is not None:
-            self.skeys, self.sid = by_swapped
-        elif self.arity == 2:
-            sk = _swap(keys)
-            order = np.argsort(sk)
-            self.skeys, self.sid = sk[order], order.astype(np.int64)
+        self.alts = {} if alts is None else alts
+        if self.arity == 2:
+            self.alt(SWAPPED)
 
     def add_young(self, new: I64) -> I64:
         """Ids for facts never seen (sorted keys), as tombstones of the young part."""
@@ -936,13 +1046,13 @@ class _Rel:
         yid = np.empty(len(self.ykeys), np.int64)
         yid[pa], yid[pb] = self.yid, ids
         self.yid = yid
-        if self.arity == 2:
-            sk = _swap(new)
+        for layout, alt in self.alts.items():
+            sk = self.packing.relayout(new, natural(self.arity), layout)
             so = np.argsort(sk)
-            self.yskeys, spa, spb = _merge_sorted(self.yskeys, sk[so])
-            ysid = np.empty(len(self.yskeys), np.int64)
-            ysid[spa], ysid[spb] = self.ysid, ids[so]
-            self.ysid = ysid
+            alt[2], spa, spb = _merge_sorted(alt[2], sk[so])
+            ysid = np.empty(len(alt[2]), np.int64)
+            ysid[spa], ysid[spb] = alt[3], ids[so]
+            alt[3] = ysid
         return ids
 
     def compact_facts(self) -> None:
@@ -1051,6 +1161,7 @@ class ColumnarStratum:
         self.stratum = stratum
         self.own = frozenset(stratum.preds)
         self.codes: dict[str, _Codes] = {t: _Codes() for t in TYPES}
+        self.packing = _Packing()
         self.rules = [_CRule(prog, prepare(r), self.own, self.codes) for r in stratum.rules]
         self.base_rules = [r for r in self.rules if not r.own_atoms]
         self.recursive_rules = [r for r in self.rules if r.own_atoms]
@@ -1069,76 +1180,82 @@ class ColumnarStratum:
                     self.negations[names[sig]] = neg
                     self.key_types[names[sig]] = _key_types(prog, neg)
                 rule.neg_names.append(names[sig])
-        self.rels = {p: _Rel(prog.schemas[p].arity) for p in stratum.preds}
-        self.input_keys: dict[str, dict[tuple[int, ...], I64]] = {}
-        # per input and column order: the keys changed since ``input_keys`` was written
+        self.rels = {p: _Rel(prog.schemas[p].arity, self.packing) for p in stratum.preds}
+        # per input: its keys in every layout a join has asked for (the natural one first)
+        self.input_keys: dict[str, dict[Layout, I64]] = {}
+        # per input and layout: the keys changed since ``input_keys`` was written
         # (sorted; depth 0: present, NONE: gone), so a commit does not rewrite the inputs
-        self.input_patch: dict[str, dict[tuple[int, ...], tuple[I64, I32]]] = {}
+        self.input_patch: dict[str, dict[Layout, tuple[I64, I32]]] = {}
         self.work: dict[str, int] = {}
         self._touched: dict[str, _Touched] = {}
         self._input_delta: dict[str, tuple[I64, I64]] = {}
         self._counters: dict[str, int] = {}
 
     # -- encoding -------------------------------------------------------------------------
+    def _natural(self, pred: str) -> Layout:
+        """The natural layout of ``pred`` (a relation, or a negation's key set)."""
+        if pred in self.key_types:
+            return natural(len(self.key_types[pred]))
+        return natural(self.prog.schemas[pred].arity)
+
     def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
-        """Packed keys of rows of ``pred`` (a relation or a negation's key set; a key of no
-        column packs as 0)."""
+        """Natural keys of rows of ``pred`` (a relation or a negation's key set; a key of
+        no column packs as 0)."""
         types = self.key_types[pred] if pred in self.key_types else tuple(
             c.type for c in self.prog.schemas[pred].columns)
-        if not types:
-            return np.zeros(len(rows), np.int64)
-        c0 = self.codes[types[0]].encode([r[0] for r in rows])
-        if len(types) == 1:
-            return c0 << 32
-        return (c0 << 32) | self.codes[types[1]].encode([r[1] for r in rows])
+        cols = [self.codes[t].encode([r[i] for r in rows]) for i, t in enumerate(types)]
+        return self.packing.pack(self._natural(pred), cols, len(rows))
 
     def _decode(self, pred: str, keys: I64) -> list[Row]:
         cols = self.prog.schemas[pred].columns
-        c0 = self.codes[cols[0].type].decode(keys >> 32)
-        if len(cols) == 1:
-            return [(v,) for v in c0]
-        c1 = self.codes[cols[1].type].decode(keys & LOW)
-        return list(zip(c0, c1, strict=True))
-
-    def _perms(self, pred: str) -> tuple[tuple[int, ...], ...]:
-        """The column orders ``pred`` is kept in (a negation's key set: its own only)."""
-        if pred in self.negations:
-            return ((0, 1),) if len(self.key_types[pred]) == 2 else ((0,),)
-        return ((0,),) if self.prog.schemas[pred].arity == 1 else ((0, 1), (1, 0))
+        codes = self.packing.unpack(self._natural(pred), keys)
+        values = [self.codes[c.type].decode(k) for c, k in zip(cols, codes, strict=True)]
+        return list(zip(*values, strict=True))
 
     # -- inputs ---------------------------------------------------------------------------
     def _set_input(self, pred: str, keys: I64) -> None:
-        keys = np.unique(keys)
-        by: dict[tuple[int, ...], I64] = {self._perms(pred)[0]: keys}
-        if (1, 0) in self._perms(pred):
-            by[(1, 0)] = np.sort(_swap(keys))
-        self.input_keys[pred] = by
-        self.input_patch[pred] = {perm: (_E64, _E32) for perm in by}
+        nat = self._natural(pred)
+        self.input_keys[pred] = {nat: np.unique(keys)}
+        self.input_patch[pred] = {nat: (_E64, _E32)}
+
+    def _input_keys(self, pred: str, layout: Layout) -> I64:
+        """The input's keys in ``layout`` (and its patch), sorted the first time a join
+        asks for it."""
+        by, patches = self.input_keys[pred], self.input_patch[pred]
+        got = by.get(layout)
+        if got is None:
+            nat = self._natural(pred)
+            got = by[layout] = np.sort(self.packing.relayout(by[nat], nat, layout))
+            pk, pd = patches[nat]
+            pk = self.packing.relayout(pk, nat, layout)
+            order = np.argsort(pk)
+            patches[layout] = (pk[order], pd[order])
+        return got
 
     def _set_delta(self, pred: str, d: Delta) -> None:
         """The commit's change of input ``pred`` (a relation or a negation's key set), as
-        sorted packed keys and weights."""
+        sorted natural keys and weights."""
         rows = list(d)
         k = self._encode(pred, rows)
         w = np.fromiter((d[r] for r in rows), np.int64, len(rows))
         order = np.argsort(k)
         self._input_delta[pred] = (k[order], w[order])
 
-    def _input_delta_in(self, pred: str, perm: tuple[int, ...]) -> tuple[I64, I32]:
-        """The input's change in the column order ``perm`` (sorted keys; depth 0: came,
-        NONE: gone)."""
+    def _input_delta_in(self, pred: str, layout: Layout) -> tuple[I64, I32]:
+        """The input's change in ``layout`` (sorted keys; depth 0: came, NONE: gone)."""
         dk, dw = self._input_delta[pred]
-        if perm == (1, 0):
-            dk = _swap(dk)
+        nat = self._natural(pred)
+        if layout != nat:
+            dk = self.packing.relayout(dk, nat, layout)
             order = np.argsort(dk)
             dk, dw = dk[order], dw[order]
         return dk, np.where(dw > 0, 0, NONE).astype(np.int32)
 
-    def _input_view(self, pred: str, perm: tuple[int, ...], new: bool) -> _View:
-        keys = self.input_keys[pred][perm]
-        pk, pd = self.input_patch[pred][perm]
+    def _input_view(self, pred: str, layout: Layout, new: bool) -> _View:
+        keys = self._input_keys(pred, layout)
+        pk, pd = self.input_patch[pred][layout]
         if new and pred in self._input_delta:
-            pk, pd = _overlay(pk, pd, *self._input_delta_in(pred, perm))
+            pk, pd = _overlay(pk, pd, *self._input_delta_in(pred, layout))
         if not len(pk):
             return _View([(keys, None)], None)
         return _View([(keys, None)], None, pk, pd)
@@ -1152,11 +1269,9 @@ class ColumnarStratum:
         self._counters["delta_queries"] += 1
         n_atoms = len(rule.atoms)
         seed_vars = rule.atoms[p].vars if p < n_atoms else rule.negs[p - n_atoms].key_vars
-        cols: dict[str, I64] = {}
-        if seed_vars:
-            cols[seed_vars[0]] = seed >> 32
-        if len(seed_vars) == 2:
-            cols[seed_vars[1]] = seed & LOW
+        seed_pred = rule.atoms[p].pred if p < n_atoms else rule.neg_names[p - n_atoms]
+        cols: dict[str, I64] = dict(zip(
+            seed_vars, self.packing.unpack(self._natural(seed_pred), seed), strict=True))
         pending = [a for a in rule.atoms if a.index != p]
         negs = [k for k in range(len(rule.negs)) if n_atoms + k != p]
         todo = list(range(len(rule.constraints)))
@@ -1180,20 +1295,25 @@ class ColumnarStratum:
                 continue
             ready = [a for a in pending if v in a.vars and all(u in cols for u in a.vars
                                                                if u != v)]
-            if not ready:
-                holder = next(a for a in pending if v in a.vars)
-                perm: tuple[int, ...] = (0, 1) if holder.vars[0] == v else (1, 0)
-                if len(holder.vars) == 1:
-                    perm = (0,)
-                values = sources[holder.index](perm).firsts()
-                owner = np.repeat(np.arange(n, dtype=np.int64), len(values))
-                vals = np.tile(values, n)
-                self._counters["rows_gathered"] += len(vals)
-            else:
+            partial = [a for a in pending if v in a.vars and any(u in cols for u in a.vars)]
+            if ready:
                 owner, vals = self._extend(v, ready, cols, n, sources)
                 pending = [a for a in pending if a not in ready]
+                bound = {v: vals}
+            elif partial:  # v and the atom's other free variables, from its rows
+                holder = max(partial, key=lambda a: sum(u in cols for u in a.vars))
+                owner, bound = self._expand_partial(v, holder, cols, n, sources)
+                pending.remove(holder)
+            else:
+                holder = next(a for a in pending if v in a.vars)
+                i = holder.vars.index(v)
+                layout = ((i,), tuple(j for j in range(len(holder.vars)) if j != i))
+                values = sources[holder.index](layout).firsts()
+                owner = np.repeat(np.arange(n, dtype=np.int64), len(values))
+                bound = {v: np.tile(values, n)}
+                self._counters["rows_gathered"] += len(owner)
             cols = {k: c[owner] for k, c in cols.items()}
-            cols[v] = vals
+            cols.update(bound)
             w = w[owner]
             n = len(w)
             # atoms whose variables are all bound now: checks
@@ -1210,7 +1330,7 @@ class ColumnarStratum:
         if not n:
             return _E64, _E64
         assert not todo and not negs, f"never checked: {todo}, negations {negs}"
-        return rule.project(cols, n, self._as_float_codes), w
+        return rule.project(cols, n, self._as_float_codes, self.packing), w
 
     # -- comparisons and assignments (whole columns) ----------------------------------------
     @staticmethod
@@ -1246,12 +1366,10 @@ class ColumnarStratum:
         for k in ready_negs:
             negs.remove(k)
             key_vars = rule.negs[k].key_vars
-            keys = np.zeros(n, np.int64) if not key_vars else cols[key_vars[0]] << 32
-            if len(key_vars) == 2:
-                keys = keys | cols[key_vars[1]]
-            view = sources[len(rule.atoms) + k]((0, 1) if len(key_vars) == 2 else (0,))
+            nat = natural(len(key_vars))
+            keys = self.packing.pack(nat, [cols[u] for u in key_vars], n, known=True)
             self._counters["rows_gathered"] += n
-            keep &= ~view.contains(keys)
+            keep &= ~sources[len(rule.atoms) + k](nat).contains(keys)
         return {u: c[keep] for u, c in cols.items()}, w[keep]
 
     def _holds(self, rule: _CRule, left: Expr, op: str, right: Expr,
@@ -1376,40 +1494,41 @@ class ColumnarStratum:
         """The rows (columns and weights) that every atom of ``atoms`` holds."""
         keep = np.ones(len(w), np.bool_)
         for a in atoms:
-            keep &= self._check(a, cols, sources)
+            keep &= self._check(a, [cols[u] for u in a.vars], len(w), sources)
         return {k: c[keep] for k, c in cols.items()}, w[keep]
 
-    def _check(self, a: PlanAtom, cols: Mapping[str, I64], sources: Sequence[Source]) -> Bool:
-        keys = cols[a.vars[0]] << 32
-        if len(a.vars) == 2:
-            keys = keys | cols[a.vars[1]]
-            view = sources[a.index]((0, 1))
-        else:
-            view = sources[a.index]((0,))
-        self._counters["rows_gathered"] += len(keys)
-        return view.contains(keys)
+    def _check(self, a: PlanAtom, columns: Sequence[I64], n: int,
+               sources: Sequence[Source]) -> Bool:
+        """Whether atom ``a`` holds the rows given by its columns' codes."""
+        nat = natural(len(a.vars))
+        self._counters["rows_gathered"] += n
+        return sources[a.index](nat).contains(self.packing.pack(nat, columns, n, known=True))
 
     def _extend(self, v: str, ready: list[PlanAtom], cols: Mapping[str, I64], n: int,
                 sources: Sequence[Source]) -> tuple[I64, I64]:
         """Bind v row by row from the ready atom with the fewest candidates, checked
         against the other ready atoms."""
-        binary = [a for a in ready if len(a.vars) == 2]
-        if not binary:  # only unary atoms hold v: all their values
-            firsts = sources[ready[0].index]((0,)).firsts()
+        multi = [a for a in ready if len(a.vars) > 1]
+        unary = [a for a in ready if len(a.vars) == 1]
+        if not multi:  # only unary atoms hold v: all their values
+            firsts = sources[ready[0].index](natural(1)).firsts()
             owner = np.repeat(np.arange(n, dtype=np.int64), len(firsts))
             vals = np.tile(firsts, n)
             self._counters["rows_gathered"] += len(vals)
             keep = np.ones(len(vals), np.bool_)
             for a in ready[1:]:
-                keep &= sources[a.index]((0,)).contains(vals << 32)
+                keep &= sources[a.index](natural(1)).contains(vals << 32)
             return owner[keep], vals[keep]
 
         def lookup(a: PlanAtom) -> tuple[_View, I64]:
-            other = a.vars[1] if a.vars[0] == v else a.vars[0]
-            perm = (1, 0) if a.vars[0] == v else (0, 1)
-            return sources[a.index](perm), cols[other]
+            """The atom's rows with v last, and the code of the other columns' values (the
+            view first: making it codes the pairs of its rows)."""
+            i = a.vars.index(v)
+            others = tuple(j for j in range(len(a.vars)) if j != i)
+            view = sources[a.index]((others, (i,)))
+            return view, self.packing.group([cols[a.vars[j]] for j in others], n, known=True)
 
-        looked = [lookup(a) for a in binary]
+        looked = [lookup(a) for a in multi]
         if len(looked) == 1:
             choice = np.zeros(n, np.int64)
         else:
@@ -1424,15 +1543,29 @@ class ColumnarStratum:
             if rows is not None:
                 own = rows[own]
             keep = np.ones(len(own), np.bool_)
-            for j, (other, ofirst) in enumerate(looked):
+            for j, other in enumerate(multi):
                 if j != i:
-                    keep &= other.contains((ofirst[own] << 32) | val)
-            for a in ready:
-                if len(a.vars) == 1:
-                    keep &= sources[a.index]((0,)).contains(val << 32)
+                    keep &= self._check(other, [val if u == v else cols[u][own]
+                                                for u in other.vars], len(own), sources)
+            for a in unary:
+                keep &= sources[a.index](natural(1)).contains(val << 32)
             owners.append(own[keep])
             values.append(val[keep])
         return np.concatenate(owners), np.concatenate(values)
+
+    def _expand_partial(self, v: str, a: PlanAtom, cols: Mapping[str, I64], n: int,
+                        sources: Sequence[Source]) -> tuple[I64, dict[str, I64]]:
+        """Bind v and the other free variables of atom ``a`` (some of whose variables are
+        bound) from its rows: (owner, codes by variable)."""
+        fixed = tuple(j for j, u in enumerate(a.vars) if u in cols)
+        i = a.vars.index(v)
+        free = (i, *(j for j, u in enumerate(a.vars) if u not in cols and j != i))
+        view = sources[a.index]((fixed, free))  # (first: it codes the pairs of its rows)
+        first = self.packing.group([cols[a.vars[j]] for j in fixed], n, known=True)
+        own, tail, seen = view.expand(first)
+        self._counters["rows_gathered"] += seen
+        return own, {a.vars[j]: c for j, c in zip(
+            free, self.packing.ungroup(tail, len(free)), strict=True)}
 
     def _collect(self, out: dict[str, list[tuple[I64, I64]]], rule: _CRule,
                  res: tuple[I64, I64]) -> None:
@@ -1467,7 +1600,7 @@ class ColumnarStratum:
                 c0.setdefault(pred, []).append((k, np.ones(len(k), np.int64)))
         for rule in self.base_rules:
             a0 = rule.atoms[0]
-            seed = self.input_keys[a0.pred][self._perms(a0.pred)[0]]
+            seed = self._input_keys(a0.pred, self._natural(a0.pred))
             srcs = [self._src_input(a.pred, True) for a in rule.atoms]
             srcs += [self._src_input(name, True) for name in rule.neg_names]
             self._collect(c0, rule, self._join(rule, 0, seed, np.ones(len(seed), np.int64),
@@ -1480,7 +1613,7 @@ class ColumnarStratum:
         # facts in, not by sorting again
         members: dict[str, I64] = {p: _E64 for p in self.rels}
         depths: dict[str, I32] = {p: _E32 for p in self.rels}
-        swapped: dict[str, tuple[I64, I64]] = {p: (_E64, _E64) for p in self.rels}
+        swapped: dict[str, list[I64]] = {p: [_E64, _E64, _E64, _E64] for p in self.rels}
         t = 0
         while True:
             born = 0
@@ -1498,14 +1631,14 @@ class ColumnarStratum:
                     depth[pos_new] = t
                     members[pred], depths[pred] = merged, depth
                     if self.rels[pred].arity == 2:
-                        sk, sid = swapped[pred]
+                        sk, sid = swapped[pred][:2]
                         nsk = _swap(new)
                         order = np.argsort(nsk)
                         both, at_old, at_new = _merge_sorted(sk, nsk[order])
                         ids = np.empty(len(both), np.int64)
                         ids[at_old] = pos_old[sid]
                         ids[at_new] = pos_new[order]
-                        swapped[pred] = (both, ids)
+                        swapped[pred] = [both, ids, _E64, _E64]
                     born += len(new)
             for pred in self.rels:
                 if len(layers[pred]) <= t:
@@ -1547,33 +1680,33 @@ class ColumnarStratum:
                 rel.pool_n = rel.live = len(bk)
                 rel.bhist = _hist(bt)
             rel.set_main(rel.keys, rel.depth[:n], bstart, blen,
-                         by_swapped=(rel.skeys, rel.sid) if rel.arity == 2 else None)
+                         alts=rel.alts)
             rel.hist = _hist(rel.depth[:n])
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         return {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
 
     def _build_rels(self, members: Mapping[str, I64], depths: Mapping[str, I32],
-                    swapped: Mapping[str, tuple[I64, I64]]) -> None:
+                    swapped: Mapping[str, list[I64]]) -> None:
         """(initialize) The member arrays with depths, and by swapped key, so far."""
         for pred, rel in self.rels.items():
             keys = members[pred]
             rel.set_main(keys, depths[pred], np.zeros(len(keys), np.int64),
                          np.zeros(len(keys), np.int64), index=False,
-                         by_swapped=swapped[pred] if rel.arity == 2 else None)
+                         alts={SWAPPED: swapped[pred]} if rel.arity == 2 else None)
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:
-        return lambda perm: self._input_view(pred, perm, new)
+        return lambda layout: self._input_view(pred, layout, new)
 
     def _src_own(self, pred: str, i: int, j: int, t: int, new: bool) -> Source:
         """Own atom i in the semi-naive term of c[t] whose delta atom is j: o[t-1] before
         j, δo[t-1] at j, o[t-2] after j."""
         lo, hi = (0, t - 1) if i < j else (t - 1, t - 1) if i == j else (0, t - 2)
-        return lambda perm: self._own_view(pred, perm, lo, hi, new)
+        return lambda layout: self._own_view(pred, layout, lo, hi, new)
 
-    def _own_view(self, pred: str, perm: tuple[int, ...], lo: int, hi: int,
+    def _own_view(self, pred: str, layout: Layout, lo: int, hi: int,
                   new: bool) -> _View:
-        return self.rels[pred].view(perm, lo, hi, new)
+        return self.rels[pred].view(layout, lo, hi, new)
 
     # -- apply ----------------------------------------------------------------------------
     def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
@@ -1780,8 +1913,8 @@ class ColumnarStratum:
         keeps its input arrays, and a save writes the patch)."""
         for pred in self._input_delta:
             by, patches = self.input_keys[pred], self.input_patch[pred]
-            for perm, keys in by.items():
-                pk, pd = _overlay(*patches[perm], *self._input_delta_in(pred, perm))
+            for layout, keys in by.items():
+                pk, pd = _overlay(*patches[layout], *self._input_delta_in(pred, layout))
                 _, held = _find(keys, pk)
                 differs = (pd == 0) != held  # the patch holds what the keys do not say
                 pk, pd = pk[differs], pd[differs]
@@ -1789,9 +1922,9 @@ class ColumnarStratum:
                     pos, hit = _find(keys, pk[pd == NONE])
                     keys = np.delete(keys, pos[hit])
                     came = pk[pd == 0]
-                    by[perm] = np.insert(keys, np.searchsorted(keys, came), came)
+                    by[layout] = np.insert(keys, np.searchsorted(keys, came), came)
                     pk, pd = _E64, _E32
-                patches[perm] = (pk, pd)
+                patches[layout] = (pk, pd)
         self._input_delta = {}
 
     def _work(self, iterations: int, facts: int) -> dict[str, int]:
