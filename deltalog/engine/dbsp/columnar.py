@@ -3,7 +3,8 @@
 the cumulative Δr, the inner loop that runs past every old birth) on numpy arrays.
 
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
-defines or reads has int, float or string columns (at least one) and no functional value,
+defines or reads has int, float or string columns (at least one; a functional relation's
+key and value columns alike, a second value for a key found in the commit's new version),
 and every rule is a conjunction of positive atoms with, beside them, comparisons and
 assignments over numbers (``+ - * / %``; ints with C/SQL semantics, floats IEEE with no
 result where it is not finite, ``deltalog.engine.semantics``), comparisons of strings
@@ -71,6 +72,7 @@ from deltalog.engine.dbsp.stratum import (
     negation_change,
     seeded_order,
 )
+from deltalog.engine.heads import check_functional, functional_conflict
 from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
 from deltalog.engine.segments import (
     CorruptSegment,
@@ -130,8 +132,6 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
         for pred in preds:
             schema = prog.schemas[pred]
-            if schema.functional:
-                return f"'{pred}' is functional"
             if not schema.arity:
                 return f"'{pred}' has no columns"
             if any(c.type not in TYPES for c in schema.columns):
@@ -1679,11 +1679,13 @@ class ColumnarStratum:
                 bstart = np.cumsum(blen) - blen
                 rel.pool_n = rel.live = len(bk)
                 rel.bhist = _hist(bt)
-            rel.set_main(rel.keys, rel.depth[:n], bstart, blen,
-                         alts=rel.alts)
+            rel.set_main(rel.keys, rel.depth[:n], bstart, blen, alts=rel.alts)
             rel.hist = _hist(rel.depth[:n])
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
-        return {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
+        held = {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
+        for pred in held:
+            check_functional(self.prog.schemas[pred], held[pred])
+        return held
 
     def _build_rels(self, members: Mapping[str, I64], depths: Mapping[str, I32],
                     swapped: Mapping[str, list[I64]]) -> None:
@@ -1858,8 +1860,59 @@ class ColumnarStratum:
                 d[row] = -1
             if d:
                 out[pred] = d
-            self._update(self.rels[pred], tc)
+        for pred, tc in self._touched.items():
+            if pred in out and self.prog.schemas[pred].functional:
+                self._check_functional(pred, tc, out[pred])
+        for pred, tc in self._touched.items():
+            if tc.n:
+                self._update(self.rels[pred], tc)
         return out
+
+    def _check_functional(self, pred: str, tc: _Touched, d: Delta) -> None:
+        """A key of functional ``pred`` with two values in the new version is DL302 (as
+        ``deltalog.engine.heads.check_functional``); the commit is undone first."""
+        rel = self.rels[pred]
+        k = self.prog.schemas[pred].key_arity
+        new, keys = tc.new[: tc.n], tc.keys[: tc.n]
+        came = keys[(tc.old[: tc.n] == NONE) & (new != NONE)]
+        if not len(came):
+            return
+        cols = self.packing.unpack(natural(rel.arity), came)
+        layout = (tuple(range(k)), tuple(range(k, rel.arity)))
+        view = rel.view(layout, 0, int(NONE) - 1, new=True)  # (first: it codes its rows' pairs)
+        own, tail, _ = view.expand(self.packing.group(cols[:k], len(came), known=True))
+        if not (np.bincount(own, minlength=len(came)) > 1).any():
+            return
+        # name the two facts the tuple kernel names: the inserted rows in order, each
+        # against the first of its key, else the old value of its key if not erased
+        old = rel.view(layout, 0, int(NONE) - 1)
+        erased = {r[:k] for r, w in d.items() if w < 0}
+        seen: dict[Row, Row] = {}
+        for row in sorted(r for r, w in d.items() if w > 0):
+            other = seen.setdefault(row[:k], row)
+            if other == row and row[:k] not in erased:
+                key = self._encode(pred, [row])
+                kc = self.packing.unpack(natural(rel.arity), key)[:k]
+                at, tail, _ = old.expand(self.packing.group(kc, 1, known=True))
+                if len(at):
+                    value = self.packing.ungroup(tail, rel.arity - k)
+                    other = self._decode(pred, self.packing.pack(
+                        natural(rel.arity), [*kc, *value], 1))[0]
+            if other != row:
+                self._undo()
+                raise functional_conflict(pred, other, row)
+        raise AssertionError(f"two values for one key of {pred}, not found again")
+
+    def _undo(self) -> None:
+        """Drop the commit under way: the touched facts' new depths and slots go (facts it
+        saw first stay as tombstones), and the inputs keep their old versions."""
+        for pred, tc in self._touched.items():
+            ids = tc.ids[: tc.n]
+            rel = self.rels[pred]
+            rel.ndepth[ids] = rel.depth[ids]
+            rel.slot[ids] = -1
+        self._touched = {}
+        self._input_delta = {}
 
     @staticmethod
     def _new_births(tc: _Touched) -> tuple[I64, I64, I32, I64]:
