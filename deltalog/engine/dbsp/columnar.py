@@ -5,15 +5,17 @@ the cumulative Δr, the inner loop that runs past every old birth) on numpy arra
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
 defines or reads has int, float or string columns (at least one; a functional relation's
 key and value columns alike, a second value for a key found in the commit's new version),
-and every rule is a conjunction of positive atoms with, beside them, comparisons and
-assignments over numbers (``+ - * / %``; ints with C/SQL semantics, floats IEEE with no
-result where it is not finite, ``deltalog.engine.semantics``), comparisons of strings
-(``=``, ``!=`` on codes, an order on the strings), and negations of lower strata; a
-variable joins columns of one type, and an int may fill a float column of the head.
-Constants and repeated variables in atoms are assignments of the plan
-(``deltalog.engine.join.plan.prepare``), and the head may hold constants. No aggregate (the
-language allows none through recursion). Anything else stays with the tuple-at-a-time
-``DbspStratum``.
+and every rule is a conjunction of positive atoms (or none: the load starts the rule from
+one empty row) with, beside them, comparisons and assignments over numbers (``+ - * /
+%``; ints with C/SQL semantics, floats IEEE with no result where it is not finite,
+``deltalog.engine.semantics``), comparisons of strings (``=``, ``!=`` on codes, an order
+on the strings), and negations of lower strata; a variable joins columns of one type, and
+an int may fill a float column of the head. Constants and repeated variables in atoms are
+assignments of the plan (``deltalog.engine.join.plan.prepare``), and the head may hold
+constants. No aggregate (the language allows none through recursion). A variable that
+joins an int and a float column stays with the tuple-at-a-time ``DbspStratum``: its value
+is an int or a float depending on the atom that binds it first (``x / 2`` gives 1 or
+1.5), which a vectorized join binding it from either side would not reproduce.
 
 A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
 body binds) for which a matching row of n exists, kept like an input relation (sorted
@@ -136,8 +138,6 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
                 return f"'{pred}' has no columns"
             if any(c.type not in TYPES for c in schema.columns):
                 return f"'{pred}' has a column that is not an int, float or string"
-        if not prep.atoms:
-            return f"rule at {rule.loc} has no positive atom"
         problem = (_column_problem(prog, prep) or _constraint_problem(prog, prep)
                    or _negation_problem(prog, prep))
         if problem is not None:
@@ -606,11 +606,14 @@ def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     if len(keys) <= 1:
         nz = w != 0
         return keys[nz], w[nz]
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
+    ones = bool((w == 1).all())  # (counting: a plain sort, several times faster)
+    order = None if ones else np.argsort(keys)
+    k = np.sort(keys) if order is None else keys[order]
     first = np.ones(len(k), np.bool_)
     np.not_equal(k[1:], k[:-1], out=first[1:])
     starts = np.flatnonzero(first)
+    if order is None:
+        return k[starts], np.diff(np.append(starts, len(k)))
     sums = np.add.reduceat(w[order], starts)
     k = k[starts]
     nz = sums != 0
@@ -880,6 +883,9 @@ def _empty_view() -> _View:
 # Rules.
 
 
+UNIT = -1  # the factor of a rule with no positive atom, in initialize: one empty row
+
+
 class _CRule:
     def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, own: frozenset[str],
                  codes: dict[str, _Codes]):
@@ -901,6 +907,7 @@ class _CRule:
                 assert isinstance(arg, Const)
                 self.head.append(int(codes[col.type].encode([coerce(arg.value, col.type)])[0]))
         self.orders = {a.index: seeded_order(prep, a.vars) for a in prep.atoms}
+        self.orders[UNIT] = seeded_order(prep, ())
         # negations: factor len(atoms) + k of the body reads the key set ``neg_names[k]``
         # (an input of the stratum, named by ``ColumnarStratum``), as 1 - N'
         self.negs = negated_atoms(prep)
@@ -1018,22 +1025,27 @@ class _Rel:
         self.bstart = _grown(self.bstart, n, 0)
         self.blen = _grown(self.blen, n, 0)
 
-    def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
-                 index: bool = True, alts: dict[Layout, list[I64]] | None = None) -> None:
-        """(initialize, compaction) The facts, sorted, as the main part; no young part.
-        ``alts``: the facts in other layouts (sorted, with their positions), when known."""
-        n = len(keys)
-        self.keys, self.n_ids = keys, n
-        self.depth, self.bstart, self.blen = depth, bstart, blen
-        self.ndepth, self.slot = depth.copy(), np.full(n, -1, np.int64)
-        self._room(n + n // 8 + 1024)
+    def set_layers(self, keys: I64, depth: I32,
+                   alts: dict[Layout, list[I64]] | None = None) -> None:
+        """(initialize's rounds) The facts so far, sorted, and their depths: what a join of
+        the old version reads. ``alts``: the facts in other layouts (sorted, with their
+        positions), when known."""
+        self.keys, self.n_ids, self.depth = keys, len(keys), depth
         self.ykeys = self.yid = _E64
         self.index = None
-        if index:
-            self._index_keys()
         self.alts = {} if alts is None else alts
         if self.arity == 2:
             self.alt(SWAPPED)
+
+    def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
+                 alts: dict[Layout, list[I64]] | None = None) -> None:
+        """(initialize, compaction) The facts, sorted, as the main part; no young part."""
+        self.set_layers(keys, depth, alts)
+        n = len(keys)
+        self.bstart, self.blen = bstart, blen
+        self.ndepth, self.slot = depth.copy(), np.full(n, -1, np.int64)
+        self._room(n + n // 8 + 1024)
+        self._index_keys()
 
     def add_young(self, new: I64) -> I64:
         """Ids for facts never seen (sorted keys), as tombstones of the young part."""
@@ -1268,10 +1280,12 @@ class ColumnarStratum:
         the atoms, then the negations (their key sets, seeded by a change of one)."""
         self._counters["delta_queries"] += 1
         n_atoms = len(rule.atoms)
-        seed_vars = rule.atoms[p].vars if p < n_atoms else rule.negs[p - n_atoms].key_vars
-        seed_pred = rule.atoms[p].pred if p < n_atoms else rule.neg_names[p - n_atoms]
-        cols: dict[str, I64] = dict(zip(
-            seed_vars, self.packing.unpack(self._natural(seed_pred), seed), strict=True))
+        cols: dict[str, I64] = {}
+        if p != UNIT:
+            seed_vars = rule.atoms[p].vars if p < n_atoms else rule.negs[p - n_atoms].key_vars
+            seed_pred = rule.atoms[p].pred if p < n_atoms else rule.neg_names[p - n_atoms]
+            cols = dict(zip(seed_vars, self.packing.unpack(self._natural(seed_pred), seed),
+                            strict=True))
         pending = [a for a in rule.atoms if a.index != p]
         negs = [k for k in range(len(rule.negs)) if n_atoms + k != p]
         todo = list(range(len(rule.constraints)))
@@ -1599,11 +1613,14 @@ class ColumnarStratum:
                 k = self._encode(pred, facts)
                 c0.setdefault(pred, []).append((k, np.ones(len(k), np.int64)))
         for rule in self.base_rules:
-            a0 = rule.atoms[0]
-            seed = self._input_keys(a0.pred, self._natural(a0.pred))
+            if rule.atoms:
+                a0 = rule.atoms[0]
+                p, seed = 0, self._input_keys(a0.pred, self._natural(a0.pred))
+            else:  # no positive atom: one assignment of no variable, then the body's own
+                p, seed = UNIT, np.zeros(1, np.int64)
             srcs = [self._src_input(a.pred, True) for a in rule.atoms]
             srcs += [self._src_input(name, True) for name in rule.neg_names]
-            self._collect(c0, rule, self._join(rule, 0, seed, np.ones(len(seed), np.int64),
+            self._collect(c0, rule, self._join(rule, p, seed, np.ones(len(seed), np.int64),
                                                srcs))
         ct = self._zsets(c0)
         births: dict[str, list[tuple[I64, I32, I64]]] = {p: [] for p in self.rels}
@@ -1665,36 +1682,38 @@ class ColumnarStratum:
             n = len(rel.keys)
             blen, bstart = np.zeros(n, np.int64), np.zeros(n, np.int64)
             if parts:
-                bk = np.concatenate([p[0] for p in parts])
-                bt = np.concatenate([p[1] for p in parts])
-                bw = np.concatenate([p[2] for p in parts])
-                order = np.argsort(bk, kind="stable")  # by fact, then t (appended in order)
-                bk = bk[order]
-                room = len(bk) + len(bk) // 4 + 1024  # slack for births that move
-                rel.pool_t, rel.pool_w = np.zeros(room, np.int32), np.zeros(room, np.int64)
-                rel.pool_t[: len(bk)], rel.pool_w[: len(bk)] = bt[order], bw[order]
-                fkeys, counts = np.unique(bk, return_counts=True)
-                assert np.array_equal(fkeys, rel.keys), "a fact without births"
-                blen = counts.astype(np.int64)
+                # a fact's births in t order: each round's facts are distinct, so a
+                # counting sort by fact puts the rounds' entries in place one round at a time
+                at = [np.searchsorted(rel.keys, p[0]) for p in parts]
+                blen = np.bincount(np.concatenate(at), minlength=n).astype(np.int64)
+                if not blen.all():
+                    raise AssertionError("a fact without births")
                 bstart = np.cumsum(blen) - blen
-                rel.pool_n = rel.live = len(bk)
-                rel.bhist = _hist(bt)
+                total = int(blen.sum())
+                room = total + total // 4 + 1024  # slack for births that move
+                rel.pool_t, rel.pool_w = np.zeros(room, np.int32), np.zeros(room, np.int64)
+                fill = bstart.copy()
+                for pos, (_, bt, bw) in zip(at, parts, strict=True):
+                    slots = fill[pos]
+                    rel.pool_t[slots], rel.pool_w[slots] = bt, bw
+                    fill[pos] += 1
+                rel.pool_n = rel.live = total
+                rel.bhist = _hist(rel.pool_t[:total])
             rel.set_main(rel.keys, rel.depth[:n], bstart, blen, alts=rel.alts)
             rel.hist = _hist(rel.depth[:n])
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         held = {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
         for pred in held:
-            check_functional(self.prog.schemas[pred], held[pred])
+            if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)
+                check_functional(self.prog.schemas[pred], sorted(held[pred]))
         return held
 
     def _build_rels(self, members: Mapping[str, I64], depths: Mapping[str, I32],
                     swapped: Mapping[str, list[I64]]) -> None:
         """(initialize) The member arrays with depths, and by swapped key, so far."""
         for pred, rel in self.rels.items():
-            keys = members[pred]
-            rel.set_main(keys, depths[pred], np.zeros(len(keys), np.int64),
-                         np.zeros(len(keys), np.int64), index=False,
-                         alts={SWAPPED: swapped[pred]} if rel.arity == 2 else None)
+            rel.set_layers(members[pred], depths[pred],
+                           alts={SWAPPED: swapped[pred]} if rel.arity == 2 else None)
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:

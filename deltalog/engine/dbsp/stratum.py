@@ -566,7 +566,7 @@ class DbspStratum:
         for pred, row in self.depth:
             out[pred].add(row)
         for pred in self.by_key:
-            check_functional(self.prog.schemas[pred], out[pred])
+            check_functional(self.prog.schemas[pred], sorted(out[pred]))
             k = self.prog.schemas[pred].key_arity
             self.by_key[pred] = {row[:k]: row for row in out[pred]}
         self.work = self._work(t + 1, len(self.depth))

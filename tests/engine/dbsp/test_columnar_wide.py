@@ -185,3 +185,36 @@ def test_a_second_value_for_a_key_names_both_facts():
         engine.apply({"e": {(4, 1): 1}})
     assert "up[3] = 1." in str(err.value) and "up[3] = 4." in str(err.value)
     assert "DL302" in str(err.value)
+
+
+NO_ATOM = """
+.decl e(a: int, b: int)
+.decl q(a: int)
+p(x) :- x = 1, !q(x).
+p(7) :- !q(3).
+p(x) :- x = 2, x != 3.
+p(z) :- p(y), e(y, z).
+"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_rules_with_no_positive_atom(data):
+    """A rule of constraints and negations only starts from one empty row at the load,
+    and changes with its negations' key sets after."""
+    prog = load_program(NO_ATOM)
+    small = st.integers(0, 8)
+    start = {"e": data.draw(st.sets(st.tuples(small, small), max_size=10)),
+             "q": data.draw(st.sets(st.tuples(small), max_size=3))}
+    col = IncrementalEngine(prog, start, "auto")
+    tup = IncrementalEngine(prog, start, "auto", columnar=False)
+    rec = RecomputeEngine(prog, start)
+    assert _columnar(col) and col.slow_paths() == []
+    for _ in range(4):
+        change = {p: {r: data.draw(st.sampled_from([1, -1])) for r in data.draw(
+            st.sets(st.tuples(small, small) if p == "e" else st.tuples(small), max_size=3))}
+            for p in ("e", "q")}
+        change = {p: {r: w for r, w in rows.items() if (w > 0) != rec.contains(p, r)}
+                  for p, rows in change.items()}
+        assert col.apply(change) == tup.apply(change) == rec.apply(change)
+        assert col.relation("p") == rec.relation("p")
