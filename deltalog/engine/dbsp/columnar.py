@@ -941,6 +941,14 @@ def _grown(arr: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
     return out
 
 
+def _sized(arr: NDArray[Any], cap: int, fill: Any) -> NDArray[Any]:
+    """``arr`` in an array of ``cap`` entries (the rest ``fill``)."""
+    out = np.empty(cap, arr.dtype)
+    out[: len(arr)] = arr
+    out[len(arr):] = fill
+    return out
+
+
 @dataclass
 class _Rel:
     """One defined relation. Every fact ever held since the last compaction has an id;
@@ -1040,11 +1048,11 @@ class _Rel:
     def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
                  alts: dict[Layout, list[I64]] | None = None) -> None:
         """(initialize, compaction) The facts, sorted, as the main part; no young part."""
-        self.set_layers(keys, depth, alts)
         n = len(keys)
-        self.bstart, self.blen = bstart, blen
-        self.ndepth, self.slot = depth.copy(), np.full(n, -1, np.int64)
-        self._room(n + n // 8 + 1024)
+        cap = n + n // 8 + 1024  # (room for facts first seen later)
+        self.set_layers(keys, _sized(depth, cap, NONE), alts)
+        self.ndepth, self.slot = self.depth.copy(), np.full(cap, -1, np.int64)
+        self.bstart, self.blen = _sized(bstart, cap, 0), _sized(blen, cap, 0)
         self._index_keys()
 
     def add_young(self, new: I64) -> I64:
