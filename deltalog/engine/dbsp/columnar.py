@@ -112,6 +112,9 @@ YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth o
 # An input's patch (its keys changed since its sorted keys were written) is merged into
 # them past this many keys: a saved state writes the patch, the keys only then.
 PATCH_MAX = 4096
+# A lookup of at most this many prefixes is one compiled call (binary searches inside);
+# larger ones search with numpy, whose searches of sorted prefixes share their bounds.
+SMALL_EXPAND = 64
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 _MIN = np.int64(-(2**63))
@@ -802,6 +805,13 @@ class _View:
     def expand(self, first: I64) -> tuple[I64, I64, int]:
         """(owner, second, candidates): every row (first[i], second) of the view (the
         codes of its high and low halves)."""
+        if len(first) <= SMALL_EXPAND and len(self.parts) <= 2:  # one compiled call
+            (k0, i0), (k1, i1) = [*self.parts, (_E64, None), (_E64, None)][:2]
+            owner, second, seen = kernels.view_expand(
+                first, k0, _E64 if i0 is None else i0, k1, _E64 if i1 is None else i1,
+                _E32 if self.depth is None else self.depth, self.lo, self.hi, self.pkeys,
+                self.pdepth)
+            return owner, second, int(seen)
         a, b = first << 32, (first + 1) << 32
         owners: list[I64] = []
         found: list[I64] = []
@@ -1841,27 +1851,12 @@ class ColumnarStratum:
         never = ids < 0
         if never.any():  # facts never seen: ids in the young part (depth NONE)
             ids[never] = rel.add_young(k[never])
-        slots = rel.slot[ids]
-        first = np.flatnonzero(slots < 0)
-        if len(first):  # touched the first time: the next slots
-            fid = ids[first]
-            d_old = rel.depth[fid]
-            member = d_old <= t - 1  # a member already: stays one at the same depth
-            d_new = np.where(member, d_old, NONE).astype(np.int32)
-            b0, bl = rel.bstart[fid], rel.blen[fid]
-            n0 = tc.n
-            tc.room(len(fid), int(bl.sum()))
-            new_slots = np.arange(n0, n0 + len(fid), dtype=np.int64)
-            tc.n = n1 = n0 + len(fid)
-            tc.ids[n0:n1], tc.keys[n0:n1], tc.old[n0:n1] = fid, k[first], d_old
-            tc.new[n0:n1], tc.decided[n0:n1], tc.dr[n0:n1] = d_new, member, 0
-            rel.slot[fid] = new_slots
-            rel.ndepth[fid] = d_new
-            tc.g_n = kernels.gather_births(n0, b0, bl, rel.pool_t, rel.pool_w, tc.gstart,
-                                           tc.glen, tc.gnext, tc.r_old, tc.g_n, tc.g_t,
-                                           tc.g_w)
-            slots[first] = new_slots
-        tc.dr[slots] += w
+        tc.room(len(ids), int(rel.blen[ids].sum()))
+        slots = np.empty(len(ids), np.int64)
+        tc.n, tc.g_n = kernels.touch(
+            ids, k, w, t, rel.slot, rel.depth, rel.ndepth, rel.bstart, rel.blen, rel.pool_t,
+            rel.pool_w, tc.n, tc.ids, tc.keys, tc.old, tc.new, tc.decided, tc.dr, tc.gstart,
+            tc.glen, tc.gnext, tc.r_old, tc.g_n, tc.g_t, tc.g_w, slots)
         tc.log.append((slots, np.full(len(k), t, np.int32), w))
 
     @staticmethod

@@ -50,23 +50,43 @@ def hash_get(tk, tv, bits, keys, out):
 
 
 @njit(cache=True, nogil=True)
-def gather_births(first, bstart, blen, pool_t, pool_w, t_gstart, t_glen, t_gnext, t_rold,
-                  g_n, g_t, g_w):
-    """The old births of the slots from ``first`` on (their pool slices ``bstart``,
-    ``blen``, sorted by t) appended to the gathered ones, none of them in r_old yet
-    (``decide`` takes them in as t reaches them). Returns the new count of gathered
-    births."""
-    for i in range(len(bstart)):
-        s = first + i
-        t_gstart[s] = g_n
-        t_glen[s] = blen[i]
-        t_gnext[s] = g_n
-        t_rold[s] = 0
-        for j in range(bstart[i], bstart[i] + blen[i]):
-            g_t[g_n] = pool_t[j]
-            g_w[g_n] = pool_w[j]
-            g_n += 1
-    return g_n
+def touch(ids, keys, w, t, slot, depth, ndepth, bstart, blen, pool_t, pool_w, n,
+          t_ids, t_keys, t_old, t_new, t_dec, t_dr, t_gstart, t_glen, t_gnext, t_rold,
+          g_n, g_t, g_w, slots):
+    """Δc[t] (facts ``ids`` with ``keys``, distinct, and counts ``w``) added to the
+    touched facts: a fact touched the first time takes the next slot (n on), its old
+    depth, its new one (a member before t stays one at its depth; the others are
+    undecided) and its old births (its pool slice, appended to the gathered ones, none
+    in r_old yet: ``decide`` takes them in as t reaches them). ``slots[i]``: fact i's
+    slot. Returns the new counts of slots and of gathered births."""
+    for i in range(ids.shape[0]):
+        f = ids[i]
+        s = slot[f]
+        if s < 0:
+            s = n
+            n += 1
+            d_old = depth[f]
+            member = d_old <= t - 1
+            d_new = d_old if member else NONE
+            t_ids[s] = f
+            t_keys[s] = keys[i]
+            t_old[s] = d_old
+            t_new[s] = d_new
+            t_dec[s] = member
+            t_dr[s] = 0
+            slot[f] = s
+            ndepth[f] = d_new
+            t_gstart[s] = g_n
+            t_glen[s] = blen[f]
+            t_gnext[s] = g_n
+            t_rold[s] = 0
+            for j in range(bstart[f], bstart[f] + blen[f]):
+                g_t[g_n] = pool_t[j]
+                g_w[g_n] = pool_w[j]
+                g_n += 1
+        t_dr[s] += w[i]
+        slots[i] = s
+    return n, g_n
 
 
 @njit(cache=True, nogil=True)
@@ -179,6 +199,77 @@ def expand(keys, ids, depth, lo, hi, starts, ends, owner, second):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _lower(keys, x):
+    """The first position of sorted ``keys`` not below x."""
+    a = 0
+    b = keys.shape[0]
+    while a < b:
+        m = (a + b) >> 1
+        if keys[m] < x:
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _emit(keys, ids, start, end, i, depth, lo, hi, pkeys, owner, second, out):
+    by_id = ids.shape[0] > 0
+    check = depth.shape[0] > 0
+    shadow = pkeys.shape[0] > 0
+    for j in range(start, end):
+        if check:
+            d = depth[ids[j]] if by_id else depth[j]
+            if d < lo or d > hi:
+                continue
+        if shadow:  # the patch holds this key: its entry decides
+            p = _lower(pkeys, keys[j])
+            if p < pkeys.shape[0] and pkeys[p] == keys[j]:
+                continue
+        owner[out] = i
+        second[out] = keys[j] & 0xFFFFFFFF
+        out += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def view_expand(first, k0, i0, k1, i1, depth, lo, hi, pkeys, pdepth):
+    """Every row (first[i], second) of a view (``columnar._View``): its two base parts
+    (sorted keys ``k0``, ``k1`` with the ids of their facts, or none: the positions),
+    rows whose depth is in [lo, hi] (every row when ``depth`` is empty), except the
+    keys the patch (``pkeys`` with depths ``pdepth``) holds, which are there when their
+    patch depth is in [lo, hi]. Returns (owner, second, rows looked at)."""
+    n = first.shape[0]
+    bounds = np.empty((n, 6), np.int64)
+    total = 0
+    for i in range(n):
+        a = first[i] << 32
+        b = (first[i] + 1) << 32
+        bounds[i, 0] = _lower(k0, a)
+        bounds[i, 1] = _lower(k0, b)
+        bounds[i, 2] = _lower(k1, a)
+        bounds[i, 3] = _lower(k1, b)
+        bounds[i, 4] = _lower(pkeys, a)
+        bounds[i, 5] = _lower(pkeys, b)
+        total += (bounds[i, 1] - bounds[i, 0] + bounds[i, 3] - bounds[i, 2]
+                  + bounds[i, 5] - bounds[i, 4])
+    owner = np.empty(total, np.int64)
+    second = np.empty(total, np.int64)
+    out = 0
+    for i in range(n):
+        out = _emit(k0, i0, bounds[i, 0], bounds[i, 1], i, depth, lo, hi, pkeys, owner,
+                    second, out)
+        out = _emit(k1, i1, bounds[i, 2], bounds[i, 3], i, depth, lo, hi, pkeys, owner,
+                    second, out)
+        for j in range(bounds[i, 4], bounds[i, 5]):
+            if lo <= pdepth[j] <= hi:
+                owner[out] = i
+                second[out] = pkeys[j] & 0xFFFFFFFF
+                out += 1
+    return owner[:out], second[:out], total
+
+
 _warm = False
 
 
@@ -192,8 +283,10 @@ def warm() -> None:
     tk = np.full(1024, -1, np.int64)
     hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
     hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
-    gather_births(0, i64, i64, i32, i64, i64.copy(), i64.copy(), i64.copy(), i64.copy(),
-                  0, i32.copy(), i64.copy())
+    touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
+          i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
+          i64.copy(), i64.copy(), i64.copy(), i64.copy(), 0, i32.copy(), i64.copy(),
+          i64[:0].copy())
     decide(0, 0, i64, i32.copy(), np.zeros(2, np.bool_), i64, i64.copy(), i64, i64,
            i64.copy(), i32, i64, i32.copy())
     merge_births(0, i64, i64, i32, i64, i64[:0], i32[:0], i64[:0], i64.copy(), i64.copy(),
@@ -203,4 +296,7 @@ def warm() -> None:
     expand(i64, i64[:0], i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64, i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64[:0], i32[:0], 0, 0, i64, i64, i64.copy(), i64.copy())
+    for ids in (i64, i64[:0]):
+        for depth in (i32, i32[:0]):
+            view_expand(i64, i64, ids, i64[:0], i64[:0], depth, 0, 0, i64[:0], i32[:0])
     _warm = True
