@@ -112,9 +112,10 @@ YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth o
 # An input's patch (its keys changed since its sorted keys were written) is merged into
 # them past this many keys: a saved state writes the patch, the keys only then.
 PATCH_MAX = 4096
-# A lookup of at most this many prefixes is one compiled call (binary searches inside);
-# larger ones search with numpy, whose searches of sorted prefixes share their bounds.
-SMALL_EXPAND = 64
+# A lookup of at most this many prefixes is one compiled call (binary searches inside),
+# and so is summing a Z-set of at most this many pairs; larger ones use numpy (whose
+# searches of sorted prefixes share their bounds, and whose sort is vectorized).
+SMALL = 64
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 _MIN = np.int64(-(2**63))
@@ -606,9 +607,8 @@ def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
 
 def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     """A Z-set from (key, weight) pairs: distinct sorted keys, summed weights, no zeros."""
-    if len(keys) <= 1:
-        nz = w != 0
-        return keys[nz], w[nz]
+    if len(keys) <= SMALL:
+        return kernels.sum_by_key(keys, w)  # type: ignore[no-any-return]
     ones = bool((w == 1).all())  # (counting: a plain sort, several times faster)
     order = None if ones else np.argsort(keys)
     k = np.sort(keys) if order is None else keys[order]
@@ -805,7 +805,7 @@ class _View:
     def expand(self, first: I64) -> tuple[I64, I64, int]:
         """(owner, second, candidates): every row (first[i], second) of the view (the
         codes of its high and low halves)."""
-        if len(first) <= SMALL_EXPAND and len(self.parts) <= 2:  # one compiled call
+        if len(first) <= SMALL and len(self.parts) <= 2:  # one compiled call
             (k0, i0), (k1, i1) = [*self.parts, (_E64, None), (_E64, None)][:2]
             owner, second, seen = kernels.view_expand(
                 first, k0, _E64 if i0 is None else i0, k1, _E64 if i1 is None else i1,
@@ -1773,13 +1773,11 @@ class ColumnarStratum:
             size_t = 0
             for pred, tc in self._touched.items():
                 self._decide(self.rels[pred], tc, t)
-                old, new = tc.old[: tc.n], tc.new[: tc.n]
-                w = (new <= t).astype(np.int64) - (old <= t).astype(np.int64)
-                nz = np.flatnonzero(w)
-                if len(nz):
-                    cur[pred] = (tc.keys[nz], w[nz])
-                size_t += (self.rels[pred].hist_at(t) + int((new == t).sum())
-                           - int(((old == t) & (new != t)).sum()))
+                idx, w = np.empty(tc.n, np.int64), np.empty(tc.n, np.int64)
+                k, came, went = kernels.changed_at(t, tc.n, tc.old, tc.new, idx, w)
+                if k:
+                    cur[pred] = (tc.keys[idx[:k]], w[:k])
+                size_t += self.rels[pred].hist_at(t) + came - went
             if not self.recursive_rules:
                 break
             if t + 1 > max_birth_old and not size_t:

@@ -90,6 +90,28 @@ def touch(ids, keys, w, t, slot, depth, ndepth, bstart, blen, pool_t, pool_w, n,
 
 
 @njit(cache=True, nogil=True)
+def changed_at(t, n, old, new, idx, w):
+    """After ↑↑H at iteration t: the slots whose membership in o[t] changed (``idx``,
+    with ``w`` +1 in, -1 out). Returns how many, and how many of the touched facts
+    came to depth t and left it."""
+    k = 0
+    came = 0
+    went = 0
+    for s in range(n):
+        a = old[s] <= t
+        b = new[s] <= t
+        if a != b:
+            idx[k] = s
+            w[k] = 1 if b else -1
+            k += 1
+        if new[s] == t:
+            came += 1
+        elif old[s] == t:
+            went += 1
+    return k, came, went
+
+
+@njit(cache=True, nogil=True)
 def decide(t, n, t_ids, t_new, t_dec, t_dr, t_rold, t_gstart, t_glen, t_gnext,
            g_t, g_w, ndepth):
     """↑↑H at iteration t: r_old of the undecided facts takes their old births at t; those
@@ -270,6 +292,30 @@ def view_expand(first, k0, i0, k1, i1, depth, lo, hi, pkeys, pdepth):
     return owner[:out], second[:out], total
 
 
+@njit(cache=True, nogil=True)
+def sum_by_key(keys, w):
+    """A Z-set from (key, weight) pairs: distinct sorted keys, summed weights, no zeros
+    (for a few pairs: one call where numpy takes a dozen)."""
+    order = np.argsort(keys)
+    out_k = np.empty(keys.shape[0], np.int64)
+    out_w = np.empty(keys.shape[0], np.int64)
+    m = 0
+    for i in order:
+        if m > 0 and out_k[m - 1] == keys[i]:
+            out_w[m - 1] += w[i]
+        else:
+            out_k[m] = keys[i]
+            out_w[m] = w[i]
+            m += 1
+    c = 0
+    for i in range(m):
+        if out_w[i] != 0:
+            out_k[c] = out_k[i]
+            out_w[c] = out_w[i]
+            c += 1
+    return out_k[:c], out_w[:c]
+
+
 _warm = False
 
 
@@ -283,6 +329,8 @@ def warm() -> None:
     tk = np.full(1024, -1, np.int64)
     hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
     hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
+    changed_at(0, 2, i32, i32, i64.copy(), i64.copy())
+    sum_by_key(i64, i64)
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
           i64.copy(), i64.copy(), i64.copy(), i64.copy(), 0, i32.copy(), i64.copy(),

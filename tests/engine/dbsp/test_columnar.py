@@ -20,7 +20,7 @@ from deltalog.engine.dbsp.columnar import (
     PATCH_MAX,
     POOL_SLACK,
     PURGE_MIN,
-    SMALL_EXPAND,
+    SMALL,
     YOUNG_MIN,
     ColumnarStratum,
     _Hash,
@@ -138,7 +138,7 @@ class ColumnarMachine(RuleBasedStateMachine):
         if tiny:  # purge tombstones, compact the births pool and the input patches, and
             # keep rows, arrays and codes in segments, at every chance; look up with numpy
             columnar.PURGE_MIN, columnar.POOL_SLACK, columnar.YOUNG_MIN = 0, 0, 0
-            columnar.PATCH_MAX, columnar.SMALL_EXPAND = 0, 0
+            columnar.PATCH_MAX, columnar.SMALL = 0, 0
             seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN = 2, 2, 2
             state_codec.ARRAY_MIN, columnar.CODES_MIN = 16, 2
         self.prog = load_program(text)
@@ -165,7 +165,7 @@ class ColumnarMachine(RuleBasedStateMachine):
     def teardown(self):
         columnar.PURGE_MIN, columnar.POOL_SLACK = PURGE_MIN, POOL_SLACK
         columnar.YOUNG_MIN, columnar.PATCH_MAX = YOUNG_MIN, PATCH_MAX
-        columnar.SMALL_EXPAND = SMALL_EXPAND
+        columnar.SMALL = SMALL
         if hasattr(self, "saved"):
             (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
              columnar.CODES_MIN) = self.saved
