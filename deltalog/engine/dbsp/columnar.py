@@ -1560,6 +1560,11 @@ class ColumnarStratum:
             view = sources[a.index]((others, (i,)))
             return view, self.packing.group([cols[a.vars[j]] for j in others], n, known=True)
 
+        if len(ready) == 1:  # one atom holds v: its rows are the values
+            view, first = lookup(ready[0])
+            own, val, seen = view.expand(first)
+            self._counters["rows_gathered"] += seen
+            return own, val
         looked = [lookup(a) for a in multi]
         if len(looked) == 1:
             choice = np.zeros(n, np.int64)
