@@ -714,10 +714,11 @@ class _Packing:
     def _known(self, a: I64, b: I64) -> I64:
         """The ids of pairs (a[i], b[i]); -1 where the pair was never seen (or a part is
         -1)."""
-        ok = (a >= 0) & (b >= 0)
         out = np.full(len(a), -1, np.int64)
         if self.index is not None:
-            out[ok] = self.index.get((a[ok] << 32) | b[ok])
+            index = self.index
+            kernels.pair_get(index.tk, index.tv, index.bits, np.ascontiguousarray(a),
+                             np.ascontiguousarray(b), out)
         return out
 
     def group(self, cols: Sequence[I64], n: int, known: bool = False) -> I64:

@@ -50,6 +50,23 @@ def hash_get(tk, tv, bits, keys, out):
 
 
 @njit(cache=True, nogil=True)
+def pair_get(tk, tv, bits, a, b, out):
+    """out[i]: the id of the pair (a[i], b[i]) (-1: not there, or a part is -1)."""
+    mask = len(tk) - 1
+    for i in range(len(a)):
+        found = -1
+        if a[i] >= 0 and b[i] >= 0:
+            k = (a[i] << 32) | b[i]
+            s = hash_slot(k, bits)
+            while tk[s] >= 0:
+                if tk[s] == k:
+                    found = tv[s]
+                    break
+                s = (s + 1) & mask
+        out[i] = found
+
+
+@njit(cache=True, nogil=True)
 def touch(ids, keys, w, t, slot, depth, ndepth, bstart, blen, pool_t, pool_w, n,
           t_ids, t_keys, t_old, t_new, t_dec, t_dr, t_gstart, t_glen, t_gnext, t_rold,
           g_n, g_t, g_w, slots):
@@ -330,6 +347,7 @@ def warm() -> None:
     hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
     hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
     changed_at(0, 2, i32, i32, i64.copy(), i64.copy())
+    pair_get(tk, np.zeros(1024, np.int64), 10, i64, i64, i64.copy())
     sum_by_key(i64, i64)
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
