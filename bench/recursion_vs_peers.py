@@ -195,7 +195,7 @@ def run_ours(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
         work = engine.last_stats.work if name != "load" else {}
         note = (f"{work.get('facts_touched', 0):,} facts touched, "
                 f"{work.get('inner_iterations', 0)} inner iterations") if work else ""
-        report("ours", name, seconds, len(engine.relation("path")), note)
+        report("ours", name, seconds, engine.size("path"), note)
 
 
 def run_duckdb(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:

@@ -109,6 +109,9 @@ F64 = NDArray[np.float64]
 PURGE_MIN = 1024
 POOL_SLACK = 1 << 16
 YOUNG_MIN = 4096  # the young part joins the main one past max(this, an eighth of it)
+# Facts first seen go to a nursery, which joins the young part past this many: a commit
+# copies the nursery to insert into it, never the young part (up to an eighth of all).
+NURSERY_MAX = 4096
 # An input's patch (its keys changed since its sorted keys were written) is merged into
 # them past this many keys: a saved state writes the patch, the keys only then.
 PATCH_MAX = 4096
@@ -806,12 +809,12 @@ class _View:
     def expand(self, first: I64) -> tuple[I64, I64, int]:
         """(owner, second, candidates): every row (first[i], second) of the view (the
         codes of its high and low halves)."""
-        if len(first) <= SMALL and len(self.parts) <= 2:  # one compiled call
-            (k0, i0), (k1, i1) = [*self.parts, (_E64, None), (_E64, None)][:2]
+        if len(first) <= SMALL and len(self.parts) <= 3:  # one compiled call
+            (k0, i0), (k1, i1), (k2, i2) = [*self.parts, *[(_E64, None)] * 3][:3]
             owner, second, seen = kernels.view_expand(
                 first, k0, _E64 if i0 is None else i0, k1, _E64 if i1 is None else i1,
-                _E32 if self.depth is None else self.depth, self.lo, self.hi, self.pkeys,
-                self.pdepth)
+                k2, _E64 if i2 is None else i2, _E32 if self.depth is None else self.depth,
+                self.lo, self.hi, self.pkeys, self.pdepth)
             return owner, second, int(seen)
         a, b = first << 32, (first + 1) << 32
         owners: list[I64] = []
@@ -977,7 +980,9 @@ class _Rel:
     keys: I64 = field(default_factory=lambda: _E64)
     ykeys: I64 = field(default_factory=lambda: _E64)
     yid: I64 = field(default_factory=lambda: _E64)
-    # layout -> [keys, ids, young keys, young ids]
+    nkeys: I64 = field(default_factory=lambda: _E64)  # the nursery of the young part
+    nid: I64 = field(default_factory=lambda: _E64)
+    # layout -> [keys, ids, young keys, young ids, nursery keys, nursery ids]
     alts: dict[Layout, list[I64]] = field(default_factory=dict)
     n_ids: int = 0
     depth: I32 = field(default_factory=lambda: _E32)  # by id (capacity beyond n_ids)
@@ -1002,19 +1007,20 @@ class _Rel:
         self.__dict__.update(state)
 
     def _index_keys(self) -> None:
-        self.index = _Hash(np.concatenate([self.keys, self.ykeys]),
+        self.index = _Hash(np.concatenate([self.keys, self.ykeys, self.nkeys]),
                            np.concatenate([np.arange(len(self.keys), dtype=np.int64),
-                                           self.yid]))
+                                           self.yid, self.nid]))
 
     def alt(self, layout: Layout) -> list[I64]:
         """The facts in ``layout`` (sorted the first time a join asks for it)."""
         got = self.alts.get(layout)
         if got is None:
-            keys = self.packing.relayout(np.concatenate([self.keys, self.ykeys]),
+            keys = self.packing.relayout(np.concatenate([self.keys, self.ykeys, self.nkeys]),
                                          natural(self.arity), layout)
-            ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid])
+            ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid,
+                                  self.nid])
             order = np.argsort(keys)
-            got = self.alts[layout] = [keys[order], ids[order], _E64, _E64]
+            got = self.alts[layout] = [keys[order], ids[order], _E64, _E64, _E64, _E64]
         return got
 
     def view(self, layout: Layout, lo: int, hi: int, new: bool = False) -> _View:
@@ -1024,9 +1030,10 @@ class _Rel:
             return _empty_view()
         depth = self.ndepth if new else self.depth
         if layout != natural(self.arity):
-            keys, ids, ykeys, yids = self.alt(layout)
-            return _View([(keys, ids), (ykeys, yids)], depth, lo=lo, hi=hi)
-        return _View([(self.keys, None), (self.ykeys, self.yid)], depth, lo=lo, hi=hi,
+            keys, ids, ykeys, yids, nkeys, nids = self.alt(layout)
+            return _View([(keys, ids), (ykeys, yids), (nkeys, nids)], depth, lo=lo, hi=hi)
+        return _View([(self.keys, None), (self.ykeys, self.yid), (self.nkeys, self.nid)],
+                     depth, lo=lo, hi=hi,
                      hash=self.index)
 
     def hist_at(self, t: int) -> int:
@@ -1050,7 +1057,7 @@ class _Rel:
         the old version reads. ``alts``: the facts in other layouts (sorted, with their
         positions), when known."""
         self.keys, self.n_ids, self.depth = keys, len(keys), depth
-        self.ykeys = self.yid = _E64
+        self.ykeys = self.yid = self.nkeys = self.nid = _E64
         self.index = None
         self.alts = {} if alts is None else alts
         if self.arity == 2:
@@ -1073,23 +1080,24 @@ class _Rel:
         self._room(self.n_ids)
         if self.index is not None:
             self.index.insert(new, ids)
-        self.ykeys, pa, pb = _merge_sorted(self.ykeys, new)
-        yid = np.empty(len(self.ykeys), np.int64)
-        yid[pa], yid[pb] = self.yid, ids
-        self.yid = yid
+        self.nkeys, self.nid = kernels.merge_ids(self.nkeys, self.nid, new, ids)
         for layout, alt in self.alts.items():
             sk = self.packing.relayout(new, natural(self.arity), layout)
             so = np.argsort(sk)
-            alt[2], spa, spb = _merge_sorted(alt[2], sk[so])
-            ysid = np.empty(len(alt[2]), np.int64)
-            ysid[spa], ysid[spb] = alt[3], ids[so]
-            alt[3] = ysid
+            alt[4], alt[5] = kernels.merge_ids(alt[4], alt[5], sk[so], ids[so])
+        if len(self.nkeys) > NURSERY_MAX:  # the nursery joins the young part
+            self.ykeys, self.yid = kernels.merge_ids(self.ykeys, self.yid, self.nkeys,
+                                                     self.nid)
+            self.nkeys = self.nid = _E64
+            for alt in self.alts.values():
+                alt[2], alt[3] = kernels.merge_ids(alt[2], alt[3], alt[4], alt[5])
+                alt[4] = alt[5] = _E64
         return ids
 
     def compact_facts(self) -> None:
         """The young part joins the main part and tombstones go: ids are renumbered."""
-        keys = np.concatenate([self.keys, self.ykeys])
-        ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid])
+        keys = np.concatenate([self.keys, self.ykeys, self.nkeys])
+        ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid, self.nid])
         order = np.argsort(keys, kind="stable")
         keys, ids = keys[order], ids[order]
         alive = self.depth[ids] != NONE
@@ -1654,7 +1662,7 @@ class ColumnarStratum:
         # facts in, not by sorting again
         members: dict[str, I64] = {p: _E64 for p in self.rels}
         depths: dict[str, I32] = {p: _E32 for p in self.rels}
-        swapped: dict[str, list[I64]] = {p: [_E64, _E64, _E64, _E64] for p in self.rels}
+        swapped: dict[str, list[I64]] = {p: [_E64] * 6 for p in self.rels}
         t = 0
         while True:
             born = 0
@@ -1679,7 +1687,7 @@ class ColumnarStratum:
                         ids = np.empty(len(both), np.int64)
                         ids[at_old] = pos_old[sid]
                         ids[at_new] = pos_new[order]
-                        swapped[pred] = [both, ids, _E64, _E64]
+                        swapped[pred] = [both, ids, _E64, _E64, _E64, _E64]
                     born += len(new)
             for pred in self.rels:
                 if len(layers[pred]) <= t:
@@ -1981,7 +1989,7 @@ class ColumnarStratum:
                                        rel.bstart, rel.blen, rel.pool_t, rel.pool_w)
         rel.live += int(written) - int(old_len.sum())
         dead = rel.n_ids - int(rel.hist.sum())
-        if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) > max(
+        if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) + len(rel.nkeys) > max(
                 YOUNG_MIN, len(rel.keys) // 8):
             rel.compact_facts()
 

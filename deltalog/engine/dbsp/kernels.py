@@ -273,14 +273,14 @@ def _emit(keys, ids, start, end, i, depth, lo, hi, pkeys, owner, second, out):
 
 
 @njit(cache=True, nogil=True)
-def view_expand(first, k0, i0, k1, i1, depth, lo, hi, pkeys, pdepth):
-    """Every row (first[i], second) of a view (``columnar._View``): its two base parts
-    (sorted keys ``k0``, ``k1`` with the ids of their facts, or none: the positions),
-    rows whose depth is in [lo, hi] (every row when ``depth`` is empty), except the
-    keys the patch (``pkeys`` with depths ``pdepth``) holds, which are there when their
-    patch depth is in [lo, hi]. Returns (owner, second, rows looked at)."""
+def view_expand(first, k0, i0, k1, i1, k2, i2, depth, lo, hi, pkeys, pdepth):
+    """Every row (first[i], second) of a view (``columnar._View``): its three base parts
+    (sorted keys ``k0``, ``k1``, ``k2`` with the ids of their facts, or none: the
+    positions), rows whose depth is in [lo, hi] (every row when ``depth`` is empty),
+    except the keys the patch (``pkeys`` with depths ``pdepth``) holds, which are there
+    when their patch depth is in [lo, hi]. Returns (owner, second, rows looked at)."""
     n = first.shape[0]
-    bounds = np.empty((n, 6), np.int64)
+    bounds = np.empty((n, 8), np.int64)
     total = 0
     for i in range(n):
         a = first[i] << 32
@@ -289,10 +289,12 @@ def view_expand(first, k0, i0, k1, i1, depth, lo, hi, pkeys, pdepth):
         bounds[i, 1] = _lower(k0, b)
         bounds[i, 2] = _lower(k1, a)
         bounds[i, 3] = _lower(k1, b)
-        bounds[i, 4] = _lower(pkeys, a)
-        bounds[i, 5] = _lower(pkeys, b)
-        total += (bounds[i, 1] - bounds[i, 0] + bounds[i, 3] - bounds[i, 2]
-                  + bounds[i, 5] - bounds[i, 4])
+        bounds[i, 4] = _lower(k2, a)
+        bounds[i, 5] = _lower(k2, b)
+        bounds[i, 6] = _lower(pkeys, a)
+        bounds[i, 7] = _lower(pkeys, b)
+        for j in range(4):
+            total += bounds[i, 2 * j + 1] - bounds[i, 2 * j]
     owner = np.empty(total, np.int64)
     second = np.empty(total, np.int64)
     out = 0
@@ -301,7 +303,9 @@ def view_expand(first, k0, i0, k1, i1, depth, lo, hi, pkeys, pdepth):
                     second, out)
         out = _emit(k1, i1, bounds[i, 2], bounds[i, 3], i, depth, lo, hi, pkeys, owner,
                     second, out)
-        for j in range(bounds[i, 4], bounds[i, 5]):
+        out = _emit(k2, i2, bounds[i, 4], bounds[i, 5], i, depth, lo, hi, pkeys, owner,
+                    second, out)
+        for j in range(bounds[i, 6], bounds[i, 7]):
             if lo <= pdepth[j] <= hi:
                 owner[out] = i
                 second[out] = pkeys[j] & 0xFFFFFFFF
@@ -333,6 +337,27 @@ def sum_by_key(keys, w):
     return out_k[:c], out_w[:c]
 
 
+@njit(cache=True, nogil=True)
+def merge_ids(a, ida, b, idb):
+    """Sorted keys ``a`` (ids ``ida``) and sorted keys ``b`` (ids ``idb``), none in both,
+    merged: (keys, ids)."""
+    n = a.shape[0] + b.shape[0]
+    keys = np.empty(n, np.int64)
+    ids = np.empty(n, np.int64)
+    i = 0
+    j = 0
+    for k in range(n):
+        if j == b.shape[0] or (i < a.shape[0] and a[i] < b[j]):
+            keys[k] = a[i]
+            ids[k] = ida[i]
+            i += 1
+        else:
+            keys[k] = b[j]
+            ids[k] = idb[j]
+            j += 1
+    return keys, ids
+
+
 _warm = False
 
 
@@ -349,6 +374,7 @@ def warm() -> None:
     changed_at(0, 2, i32, i32, i64.copy(), i64.copy())
     pair_get(tk, np.zeros(1024, np.int64), 10, i64, i64, i64.copy())
     sum_by_key(i64, i64)
+    merge_ids(i64, i64, i64[:0], i64[:0])
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
           i64.copy(), i64.copy(), i64.copy(), i64.copy(), 0, i32.copy(), i64.copy(),
@@ -364,5 +390,6 @@ def warm() -> None:
     expand(i64, i64[:0], i32[:0], 0, 0, i64, i64, i64.copy(), i64.copy())
     for ids in (i64, i64[:0]):
         for depth in (i32, i32[:0]):
-            view_expand(i64, i64, ids, i64[:0], i64[:0], depth, 0, 0, i64[:0], i32[:0])
+            view_expand(i64, i64, ids, i64[:0], i64[:0], i64[:0], i64[:0], depth, 0, 0,
+                        i64[:0], i32[:0])
     _warm = True
