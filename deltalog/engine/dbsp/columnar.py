@@ -38,8 +38,8 @@ is that ready, an atom with some of its variables bound binds all of its free on
 its rows.
 
 State per defined relation: every fact it held since the last compaction has an id; the
-keys sorted (a main part and a young part of facts first seen since), sorted again in
-each other layout a join reads, a hash index from key to id, and by id the depth and
+keys sorted (a main part, and a young part and a nursery of facts first seen since),
+sorted again in each other layout a join reads, a hash index from key to id, and by id the depth and
 the births (a slice of (t, count) entries in a pool). A commit gives the facts it touches
 (Δc ≠ 0 somewhere) slots in the order they are first touched, gathers their old births
 once, and keeps their new depths by id beside the old ones, so a join reads either
@@ -969,11 +969,13 @@ class _Rel:
     by id: its depth (NONE: a tombstone left by a fact that left, reused when it comes
     back) and its births, a slice (start, length) of the pool of (t, count) entries.
     The main part is sorted by key (the natural layout) with ids 0..n-1 in key order;
-    facts first seen since (the young part) are sorted separately with their ids, and
-    join the main part when the young part passes an eighth of it. The other layouts a
-    join reads (``alts``: binary relations by swapped key from the start, the others as
-    they are first asked for) have the same two parts, with ids. A fact touched by a
-    commit gets its id at once (a fact never seen: a tombstone of the young part)."""
+    facts first seen since are sorted separately with their ids, first in a nursery of
+    at most ``NURSERY_MAX`` (a commit copies it to insert into it), which then joins the
+    young part, which joins the main part when it passes an eighth of it. The other
+    layouts a join reads (``alts``: binary relations by swapped key from the start, the
+    others as they are first asked for) have the same three parts, with ids. A fact
+    touched by a commit gets its id at once (a fact never seen: a tombstone of the
+    nursery)."""
 
     arity: int
     packing: _Packing
@@ -1033,8 +1035,7 @@ class _Rel:
             keys, ids, ykeys, yids, nkeys, nids = self.alt(layout)
             return _View([(keys, ids), (ykeys, yids), (nkeys, nids)], depth, lo=lo, hi=hi)
         return _View([(self.keys, None), (self.ykeys, self.yid), (self.nkeys, self.nid)],
-                     depth, lo=lo, hi=hi,
-                     hash=self.index)
+                     depth, lo=lo, hi=hi, hash=self.index)
 
     def hist_at(self, t: int) -> int:
         return int(self.hist[t]) if t < len(self.hist) else 0
@@ -1065,7 +1066,8 @@ class _Rel:
 
     def set_main(self, keys: I64, depth: I32, bstart: I64, blen: I64,
                  alts: dict[Layout, list[I64]] | None = None) -> None:
-        """(initialize, compaction) The facts, sorted, as the main part; no young part."""
+        """(initialize, compaction) The facts, sorted, as the main part; no young part and
+        no nursery."""
         n = len(keys)
         cap = n + n // 8 + 1024  # (room for facts first seen later)
         self.set_layers(keys, _sized(depth, cap, NONE), alts)
@@ -1074,7 +1076,7 @@ class _Rel:
         self._index_keys()
 
     def add_young(self, new: I64) -> I64:
-        """Ids for facts never seen (sorted keys), as tombstones of the young part."""
+        """Ids for facts never seen (sorted keys), as tombstones of the nursery."""
         ids = np.arange(self.n_ids, self.n_ids + len(new), dtype=np.int64)
         self.n_ids += len(new)
         self._room(self.n_ids)
