@@ -34,36 +34,30 @@ def hash_insert(tk, tv, bits, keys, ids):
 
 
 @njit(cache=True, nogil=True)
+def hash_probe(tk, tv, bits, k):
+    """The id of key k (-1: not there; a negative k never is)."""
+    mask = len(tk) - 1
+    s = hash_slot(k, bits)
+    while tk[s] >= 0:
+        if tk[s] == k:
+            return tv[s]
+        s = (s + 1) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def hash_get(tk, tv, bits, keys, out):
     """out[i]: the id of keys[i] (-1: not there)."""
-    mask = len(tk) - 1
     for i in range(len(keys)):
-        k = keys[i]
-        s = hash_slot(k, bits)
-        found = -1
-        while tk[s] >= 0:
-            if tk[s] == k:
-                found = tv[s]
-                break
-            s = (s + 1) & mask
-        out[i] = found
+        out[i] = hash_probe(tk, tv, bits, keys[i])
 
 
 @njit(cache=True, nogil=True)
 def pair_get(tk, tv, bits, a, b, out):
     """out[i]: the id of the pair (a[i], b[i]) (-1: not there, or a part is -1)."""
-    mask = len(tk) - 1
     for i in range(len(a)):
-        found = -1
-        if a[i] >= 0 and b[i] >= 0:
-            k = (a[i] << 32) | b[i]
-            s = hash_slot(k, bits)
-            while tk[s] >= 0:
-                if tk[s] == k:
-                    found = tv[s]
-                    break
-                s = (s + 1) & mask
-        out[i] = found
+        ok = a[i] >= 0 and b[i] >= 0
+        out[i] = hash_probe(tk, tv, bits, (a[i] << 32) | b[i]) if ok else -1
 
 
 @njit(cache=True, nogil=True)
