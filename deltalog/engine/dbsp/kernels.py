@@ -213,26 +213,6 @@ def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, 
 
 
 @njit(cache=True, nogil=True)
-def expand(keys, ids, depth, lo, hi, starts, ends, owner, second):
-    """Rows keys[starts[i]:ends[i]] whose depth (``depth`` by id: ``ids`` of the rows, or
-    the row's position when ``ids`` is empty; every row when ``depth`` is empty) is in
-    [lo, hi]: their owner i and second column. Returns how many."""
-    out = 0
-    by_id = len(ids) > 0
-    check = len(depth) > 0
-    for i in range(len(starts)):
-        for j in range(starts[i], ends[i]):
-            if check:
-                d = depth[ids[j]] if by_id else depth[j]
-                if d < lo or d > hi:
-                    continue
-            owner[out] = i
-            second[out] = keys[j] & 0xFFFFFFFF
-            out += 1
-    return out
-
-
-@njit(cache=True, nogil=True)
 def _lower(keys, x):
     """The first position of sorted ``keys`` not below x."""
     a = 0
@@ -263,6 +243,19 @@ def _emit(keys, ids, start, end, i, depth, lo, hi, pkeys, owner, second, out):
         owner[out] = i
         second[out] = keys[j] & 0xFFFFFFFF
         out += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def expand(keys, ids, depth, lo, hi, starts, ends, owner, second):
+    """Rows keys[starts[i]:ends[i]] whose depth (``depth`` by id: ``ids`` of the rows, or
+    the row's position when ``ids`` is empty; every row when ``depth`` is empty) is in
+    [lo, hi]: their owner i and second column. Returns how many."""
+    out = 0
+    no_patch = np.empty(0, np.int64)
+    for i in range(len(starts)):
+        out = _emit(keys, ids, starts[i], ends[i], i, depth, lo, hi, no_patch, owner, second,
+                    out)
     return out
 
 
