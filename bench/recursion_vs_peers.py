@@ -250,7 +250,9 @@ def _interpreter(at_least: tuple[int, int]) -> str | None:
     names = [f"python3.{m}" for m in range(at_least[1], 20)]
     for name in names:
         found = shutil.which(name)
-        if found:
+        # (a pyenv shim is on PATH for every version pyenv has, and fails unless that
+        # version is selected)
+        if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
             return found
     root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
     for path in sorted(glob.glob(f"{root}/versions/3.*/bin/python3")):
