@@ -1179,6 +1179,8 @@ class _Touched:
 
     def room(self, facts: int, births: int) -> None:
         n, g = self.n + facts, self.g_n + births
+        if n <= len(self.ids) and g <= len(self.g_t):
+            return
         self.ids, self.keys = _with_room(self.ids, n), _with_room(self.keys, n)
         self.dr, self.r_old = _with_room(self.dr, n), _with_room(self.r_old, n)
         self.old, self.new = _with_room(self.old, n), _with_room(self.new, n)
