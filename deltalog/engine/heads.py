@@ -110,6 +110,22 @@ def check_functional(schema: RelationSchema, rows: Iterable[Row], what: str = ""
             raise functional_conflict(schema.name, prev, row, what)
 
 
+def change_conflict(pred: str, k: int, delta: Mapping[Row, int],
+                    old_value: Callable[[Row], Row | None]) -> None:
+    """Raise DL302 if a change (an effective delta of functional ``pred``, key arity k)
+    leaves a key with two values, naming the first pair met: the inserted rows in order,
+    each against the first inserted row of its key, else against the key's old value
+    (``old_value(key)``) when the change does not erase it."""
+    erased = {r[:k] for r, w in delta.items() if w < 0}
+    seen: dict[Row, Row] = {}
+    for row in sorted(r for r, w in delta.items() if w > 0):
+        other = seen.setdefault(row[:k], row)
+        if other == row and row[:k] not in erased:
+            other = old_value(row[:k]) or row
+        if other != row:
+            raise functional_conflict(pred, other, row)
+
+
 def functional_conflict(pred: str, a: Row, b: Row, where: str = "") -> DataError:
     """DL302: two rows of functional ``pred`` share a key; the message names both facts."""
     a, b = sorted((a, b))

@@ -74,7 +74,8 @@ from deltalog.engine.dbsp.stratum import (
     negation_change,
     seeded_order,
 )
-from deltalog.engine.heads import check_functional, functional_conflict
+from deltalog.engine.errors import DataError
+from deltalog.engine.heads import change_conflict, check_functional
 from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
 from deltalog.engine.segments import (
     CorruptSegment,
@@ -1918,27 +1919,26 @@ class ColumnarStratum:
         cols = self.packing.unpack(natural(rel.arity), came)
         layout = (tuple(range(k)), tuple(range(k, rel.arity)))
         view = rel.view(layout, 0, int(NONE) - 1, new=True)  # (first: it codes its rows' pairs)
-        own, tail, _ = view.expand(self.packing.group(cols[:k], len(came), known=True))
+        own, _, _ = view.expand(self.packing.group(cols[:k], len(came), known=True))
         if not (np.bincount(own, minlength=len(came)) > 1).any():
             return
-        # name the two facts the tuple kernel names: the inserted rows in order, each
-        # against the first of its key, else the old value of its key if not erased
         old = rel.view(layout, 0, int(NONE) - 1)
-        erased = {r[:k] for r, w in d.items() if w < 0}
-        seen: dict[Row, Row] = {}
-        for row in sorted(r for r, w in d.items() if w > 0):
-            other = seen.setdefault(row[:k], row)
-            if other == row and row[:k] not in erased:
-                key = self._encode(pred, [row])
-                kc = self.packing.unpack(natural(rel.arity), key)[:k]
-                at, tail, _ = old.expand(self.packing.group(kc, 1, known=True))
-                if len(at):
-                    value = self.packing.ungroup(tail, rel.arity - k)
-                    other = self._decode(pred, self.packing.pack(
-                        natural(rel.arity), [*kc, *value], 1))[0]
-            if other != row:
-                self._undo()
-                raise functional_conflict(pred, other, row)
+
+        def old_value(key: Row) -> Row | None:
+            """The key's row in the old version (the key of an inserted row)."""
+            columns = self.prog.schemas[pred].columns[:k]
+            kc = [self.codes[c.type].encode([v]) for v, c in zip(key, columns, strict=True)]
+            at, tail, _ = old.expand(self.packing.group(kc, 1, known=True))
+            if not len(at):
+                return None
+            value = self.packing.ungroup(tail, rel.arity - k)
+            return self._decode(pred, self.packing.pack(natural(rel.arity), [*kc, *value], 1))[0]
+
+        try:
+            change_conflict(pred, k, d, old_value)
+        except DataError:
+            self._undo()
+            raise
         raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def _undo(self) -> None:

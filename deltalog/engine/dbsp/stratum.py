@@ -27,7 +27,7 @@ from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema, St
 from deltalog.engine.dbsp.lftj import delta_join
 from deltalog.engine.errors import DataError
 from deltalog.engine.exact_sum import ExactSum, group_out_of_range
-from deltalog.engine.heads import check_functional, functional_conflict, head_projection
+from deltalog.engine.heads import change_conflict, check_functional, head_projection
 from deltalog.engine.join.plan import (
     Env,
     PlanAtom,
@@ -863,15 +863,7 @@ class DbspStratum:
             if not delta:
                 continue
             k = self.prog.schemas[pred].key_arity
-            erased = {r[:k] for r, w in delta.items() if w < 0 and by_key.get(r[:k]) == r}
-            seen: dict[Row, Row] = {}
-            for row in sorted(r for r, w in delta.items() if w > 0):
-                key = row[:k]
-                other = seen.setdefault(key, row)
-                if other == row and key not in erased:
-                    other = by_key.get(key, row)
-                if other != row:
-                    raise functional_conflict(pred, other, row)
+            change_conflict(pred, k, delta, by_key.get)
             for row, w in delta.items():
                 if w < 0 and by_key.get(row[:k]) == row:
                     del by_key[row[:k]]
