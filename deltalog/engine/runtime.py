@@ -24,6 +24,7 @@ from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.segments import SegmentSink, SegmentSource
 from deltalog.engine.semantics import coerce_row
 from deltalog.engine.storage import (
+    CodedRows,
     Delta,
     RelationStore,
 )
@@ -151,7 +152,8 @@ class StratumMaintainer(Protocol):
     """Maintains the predicates of one stratum (the contract every strategy keeps).
 
     ``initialize`` computes the stratum from the current versions of its inputs in the
-    store and returns the full contents of its predicates; ``apply`` gets the non-empty
+    store and returns the full contents of its predicates (sets of rows, or coded rows the
+    store keeps as they are); ``apply`` gets the non-empty
     effective input deltas of a commit (the store presents ``previous()`` and
     ``current()`` of every input) and returns its predicates' effective deltas. Neither
     commits into the store: the engine does.
@@ -160,7 +162,7 @@ class StratumMaintainer(Protocol):
     strategy: str
     work: dict[str, int]
 
-    def initialize(self, store: RelationStore) -> dict[str, set[Row]]: ...
+    def initialize(self, store: RelationStore) -> Mapping[str, set[Row] | CodedRows]: ...
 
     def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
 
@@ -216,8 +218,8 @@ class IncrementalEngine:
         work: dict[str, int] = {}
         for stratum in prog.strata:
             m = _maintainer(prog, stratum, strategy, columnar)
-            for pred, rows in m.initialize(self.store).items():
-                self.store[pred].load(rows if type(rows) is set else set(rows))
+            for pred, held in m.initialize(self.store).items():
+                self.store[pred].load(held if type(held) in (set, CodedRows) else set(held))
             self.store.settle()
             _add_work(work, m.work)
             self.strata.append((stratum, m))

@@ -13,10 +13,12 @@ pages its rows fall in and the next save writes the changed rows only.
 """
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol, TypeAlias
 
+import numpy as np
+from numpy.typing import NDArray
 from sortedcontainers import SortedList
 
 from deltalog.engine.segments import PAGED_MIN, Paged, PagedRows
@@ -39,6 +41,141 @@ def add_into(target: dict[Any, int], key: Any, weight: int) -> None:
         del target[key]
 
 
+
+
+class RowCoding(Protocol):
+    """How a producer of coded rows (a columnar kernel) reads and writes its keys: each row
+    of one relation is one int64 key, in an order of the producer's own (not the rows')."""
+
+    def decode(self, keys: "NDArray[np.int64]") -> list[Row]:
+        """The rows of ``keys``."""
+        ...
+
+    def columns(self, keys: "NDArray[np.int64]") -> list["NDArray[Any]"]:
+        """The rows of ``keys`` by column: int64, float64 or object (str) arrays (an int
+        column holding an int beyond 64 bits: an object array)."""
+        ...
+
+    def find(self, rows: Sequence[Row]) -> "NDArray[np.int64]":
+        """The keys of ``rows``; -1 for a row holding a value never coded (nothing is
+        coded here)."""
+        ...
+
+    def encode(self, rows: Sequence[Row]) -> "NDArray[np.int64]":
+        """The keys of ``rows``, values never coded given codes."""
+        ...
+
+
+class CodedRows:
+    """A set of rows held as sorted int64 keys of a ``RowCoding`` (a relation a columnar
+    kernel computed, taken without decoding it), with the rows inserted and erased since
+    kept beside as rows (folded into the keys past a share of them).
+
+    Answers what the store asks of a relation's rows (membership, size, iteration,
+    ``update``/``difference_update``); rows are decoded only when read one at a time
+    (``__iter__``, a chunk at a time), and ``columns()`` gives them as arrays. A state
+    keeps the keys as one array and the coding beside (the producer's dictionaries)."""
+
+    __slots__ = ("coding", "era", "ins", "keys")
+    CHUNK = 1 << 16
+
+    def __init__(self, keys: "NDArray[np.int64]", coding: RowCoding):
+        self.keys = keys  # sorted, distinct
+        self.coding = coding
+        self.ins: set[Row] = set()  # rows not in keys
+        self.era: set[Row] = set()  # rows of keys erased
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"keys": self.keys, "coding": self.coding, "ins": self.ins, "era": self.era}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.keys, self.coding = state["keys"], state["coding"]
+        self.ins, self.era = set(state["ins"]), set(state["era"])
+
+    def __len__(self) -> int:
+        return len(self.keys) - len(self.era) + len(self.ins)
+
+    def in_keys(self, rows: Sequence[Row]) -> "NDArray[np.bool_]":
+        """Which of ``rows`` the keys hold (erased or not)."""
+        keys = self.keys
+        found = self.coding.find(rows)
+        at = np.searchsorted(keys, found)
+        hit = np.zeros(len(rows), np.bool_)
+        ok = (at < len(keys)) & (found >= 0)
+        hit[ok] = keys[at[ok]] == found[ok]
+        return hit
+
+    def contains_all(self, rows: Sequence[Row]) -> "NDArray[np.bool_]":
+        """Which of ``rows`` are members (one lookup of all)."""
+        out = self.in_keys(rows)
+        if self.ins or self.era:
+            for i, r in enumerate(rows):
+                if r in self.ins:
+                    out[i] = True
+                elif r in self.era:
+                    out[i] = False
+        return out
+
+    def __contains__(self, row: object) -> bool:
+        if row in self.ins:
+            return True
+        if row in self.era or type(row) is not tuple:
+            return False
+        return bool(self.in_keys([row])[0])
+
+    def __iter__(self) -> Iterator[Row]:
+        keys, era, step = self.keys, self.era, self.CHUNK
+        for lo in range(0, len(keys), step):
+            rows = self.coding.decode(keys[lo : lo + step])
+            if era:
+                yield from (r for r in rows if r not in era)
+            else:
+                yield from rows
+        yield from self.ins
+
+    def columns(self) -> list["NDArray[Any]"]:
+        """The rows by column (see ``RowCoding.columns``), in no particular order."""
+        keys = self.keys
+        if self.era:
+            keys = np.setdiff1d(keys, self.coding.find(list(self.era)), assume_unique=True)
+        cols = self.coding.columns(keys)
+        if not self.ins:
+            return cols
+        extra = list(zip(*self.ins, strict=True))
+        return [np.concatenate([c, np.array(e, dtype=c.dtype)])
+                for c, e in zip(cols, extra, strict=True)]
+
+    # -- changes (set semantics; the caller inserts absent rows, erases present ones) -------
+    def update(self, rows: Iterable[Row]) -> None:
+        for r in rows:
+            if r in self.era:
+                self.era.discard(r)
+            else:
+                self.ins.add(r)
+        self._fold()
+
+    def difference_update(self, rows: Iterable[Row]) -> None:
+        for r in rows:
+            if r in self.ins:
+                self.ins.discard(r)
+            else:
+                self.era.add(r)
+        self._fold()
+
+    def _fold(self) -> None:
+        """The changes into the keys, past ``FOLD_MIN`` of them and an eighth of the keys."""
+        if len(self.ins) + len(self.era) <= max(FOLD_MIN, len(self.keys) >> 3):
+            return
+        keys = self.keys
+        if self.era:
+            keys = np.setdiff1d(keys, self.coding.find(list(self.era)), assume_unique=True)
+        if self.ins:
+            keys = np.union1d(keys, self.coding.encode(list(self.ins)))
+        self.keys, self.ins, self.era = keys, set(), set()
+
+
+# Changes a ``CodedRows`` keeps as rows before it folds them into its keys (at least).
+FOLD_MIN = 4096
 
 
 class SortedRows(Protocol):
@@ -178,7 +315,7 @@ class VersionedRelation:
     def __init__(self, name: str, arity: int, rows: Iterable[Row] = ()):
         self.name = name
         self.arity = arity
-        self._rows: set[Row] | PagedRows = set(rows)
+        self._rows: set[Row] | PagedRows | CodedRows = set(rows)
         # sorted indexes are built when first asked for (a relation nobody reads in order,
         # such as a closure only the columnar kernel joins, keeps none), then maintained
         self._indexes: dict[tuple[int, ...], Index] = {}
@@ -197,13 +334,14 @@ class VersionedRelation:
         def paged(rows: Any) -> Any:
             return Paged(rows) if type(rows) is PagedRows or len(rows) >= PAGED_MIN else rows
 
-        state["_rows"] = paged(self._rows)
+        # (coded rows keep themselves: their keys an array, their coding the producer's)
+        state["_rows"] = self._rows if type(self._rows) is CodedRows else paged(self._rows)
         state["_indexes"] = {perm: paged(sl) for perm, sl in self._indexes.items()}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if type(self._rows) is not PagedRows and type(self._rows) is not set:
+        if type(self._rows) not in (PagedRows, CodedRows, set):
             self._rows = set(self._rows)  # read back in memory: a sorted copy of the set
 
     def index(self, perm: tuple[int, ...]) -> Index:
@@ -251,7 +389,7 @@ class VersionedRelation:
         return out
 
     @property
-    def rows(self) -> set[Row] | PagedRows:
+    def rows(self) -> set[Row] | PagedRows | CodedRows:
         """The current version as a set (do not mutate)."""
         return self._rows
 
@@ -265,8 +403,15 @@ class VersionedRelation:
     def commit(self, delta: Mapping[Row, int]) -> Delta:
         """Apply ``delta`` with set semantics (inserting a present row or erasing an absent
         one changes nothing) and return the effective change, which becomes ``delta()``."""
-        inserted = {r for r, w in delta.items() if w > 0 and r not in self._rows}
-        erased = {r for r, w in delta.items() if w < 0 and r in self._rows}
+        current = self._rows
+        if type(current) is CodedRows:  # one lookup of every row, not one per row
+            listed = list(delta)
+            held = current.contains_all(listed).tolist()
+            inserted = {r for r, h in zip(listed, held, strict=True) if delta[r] > 0 and not h}
+            erased = {r for r, h in zip(listed, held, strict=True) if delta[r] < 0 and h}
+        else:
+            inserted = {r for r, w in delta.items() if w > 0 and r not in current}
+            erased = {r for r, w in delta.items() if w < 0 and r in current}
         self._rows.update(inserted)
         self._rows.difference_update(erased)
         for perm, sl in self._indexes.items():
@@ -278,10 +423,10 @@ class VersionedRelation:
         self._prev_views = {}
         return self.delta()
 
-    def load(self, rows: set[Row]) -> None:
-        """The first version of an empty, settled relation: ``rows`` (a set the relation
-        takes over), settled at once. A load's bulk path: no delta is kept (a load has no
-        previous version to present)."""
+    def load(self, rows: set[Row] | CodedRows) -> None:
+        """The first version of an empty, settled relation: ``rows`` (a set, or coded rows
+        a columnar kernel computed, that the relation takes over), settled at once. A
+        load's bulk path: no delta is kept (a load has no previous version to present)."""
         if self._rows or self._inserted or self._erased:
             raise ValueError(f"relation {self.name} is not empty and settled")
         self._rows = rows

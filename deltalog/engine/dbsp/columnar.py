@@ -91,7 +91,7 @@ from deltalog.engine.semantics import (
     exact_as_floats,
     float_arith,
 )
-from deltalog.engine.storage import Delta, RelationStore
+from deltalog.engine.storage import CodedRows, Delta, RelationStore
 from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
 from deltalog.engine.values import Row, Value
 
@@ -458,6 +458,13 @@ class _Codes:
             out[i] = k
         return out
 
+    def find(self, values: Sequence[Any]) -> I64:
+        """The codes of ``values``, -1 for a value never coded (nothing is coded here)."""
+        if self._levels:
+            self._look_up(values)
+        ids = self._ids
+        return np.fromiter((ids.get(v, -1) for v in values), np.int64, len(values))
+
     def _look_up(self, values: Sequence[Any]) -> None:
         """Those of ``values`` the levels hold go into the dict."""
         ids = self._ids
@@ -599,9 +606,19 @@ def _overlay(pk: I64, pd: I32, dk: I64, dd: I32) -> tuple[I64, I32]:
     return k[order], d[order]
 
 
-def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
-    """Positions of ``keys`` in ``sorted_keys`` and whether each is there."""
-    pos = np.searchsorted(sorted_keys, keys).astype(np.int64)
+def _positions(sorted_keys: I64, keys: I64) -> I64:
+    """Where sorted ``keys`` go in ``sorted_keys`` (a galloping merge: linear when both
+    are large, a binary search per key when ``keys`` are few)."""
+    out = np.empty(len(keys), np.int64)
+    kernels.gallop(sorted_keys, np.ascontiguousarray(keys), out)
+    return out
+
+
+def _find(sorted_keys: I64, keys: I64, ordered: bool = False) -> tuple[I64, Bool]:
+    """Positions of ``keys`` (``ordered``: sorted) in ``sorted_keys`` and whether each
+    is there."""
+    pos = (_positions(sorted_keys, keys) if ordered
+           else np.searchsorted(sorted_keys, keys).astype(np.int64))
     if not len(sorted_keys):
         return pos, np.zeros(len(keys), np.bool_)
     hit = sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
@@ -630,7 +647,7 @@ def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
 def _merge_sorted(a: I64, b: I64) -> tuple[I64, I64, I64]:
     """a ∪ b (disjoint sorted arrays) and where a's and b's elements went."""
     out = np.empty(len(a) + len(b), np.int64)
-    pos_b = np.searchsorted(a, b) + np.arange(len(b), dtype=np.int64)
+    pos_b = _positions(a, b) + np.arange(len(b), dtype=np.int64)
     mask = np.ones(len(out), np.bool_)
     mask[pos_b] = False
     pos_a = np.flatnonzero(mask)
@@ -768,6 +785,62 @@ class _Packing:
         if (src, dst) in ((natural(2), SWAPPED), (SWAPPED, natural(2))):
             return _swap(keys)
         return self.pack(dst, self.unpack(src, keys), len(keys))
+
+
+class _RowCoding:
+    """Rows of one relation (or key set) of a stratum as natural keys, through the
+    stratum's codes and pairs (``deltalog.engine.storage.RowCoding``: what the store's
+    ``CodedRows`` of the stratum's relations decode with)."""
+
+    def __init__(self, types: tuple[str, ...], codes: Mapping[str, _Codes], packing: _Packing):
+        self.types, self.codes, self.packing = types, codes, packing
+        self.layout = natural(len(types))
+
+    def encode(self, rows: Sequence[Row]) -> I64:
+        cols = [self.codes[t].encode([r[i] for r in rows]) for i, t in enumerate(self.types)]
+        return self.packing.pack(self.layout, cols, len(rows))
+
+    def encode_columns(self, columns: Sequence[NDArray[Any]]) -> I64:
+        """The keys of rows given by column (numpy arrays: int64 and float64 ones coded
+        one distinct value at a time)."""
+        cols = []
+        for t, col in zip(self.types, columns, strict=True):
+            if col.dtype.kind in "if" and t != "string":
+                cols.append(self.codes[t].encode_array(col))
+            else:
+                cols.append(self.codes[t].encode(col.tolist()))
+        return self.packing.pack(self.layout, cols, len(columns[0]) if columns else 0)
+
+    def find(self, rows: Sequence[Row]) -> I64:
+        cols = [self.codes[t].find([r[i] for r in rows]) for i, t in enumerate(self.types)]
+        keys = self.packing.pack(self.layout, cols, len(rows), known=True)
+        if cols:
+            keys[np.minimum.reduce(cols) < 0] = -1
+        keys[keys < 0] = -1
+        return keys
+
+    def decode(self, keys: I64) -> list[Row]:
+        if not self.types:
+            return [()] * len(keys)
+        codes = self.packing.unpack(self.layout, keys)
+        values = [self.codes[t].decode(k) for t, k in zip(self.types, codes, strict=True)]
+        return list(zip(*values, strict=True))
+
+    def columns(self, keys: I64) -> list[NDArray[Any]]:
+        out: list[NDArray[Any]] = []
+        for t, k in zip(self.types, self.packing.unpack(self.layout, keys), strict=True):
+            if t == "float":
+                out.append(self.codes[t].floats(k))
+                continue
+            if t == "int":
+                values, big = self.codes[t].ints(k)
+                if not big.any():
+                    out.append(values)
+                    continue
+            col = np.empty(len(k), dtype=object)
+            col[:] = self.codes[t].decode(k)
+            out.append(col)
+        return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -1242,19 +1315,18 @@ class ColumnarStratum:
             return natural(len(self.key_types[pred]))
         return natural(self.prog.schemas[pred].arity)
 
-    def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
-        """Natural keys of rows of ``pred`` (a relation or a negation's key set; a key of
-        no column packs as 0)."""
+    def _coding(self, pred: str) -> _RowCoding:
+        """The coding of rows of ``pred`` (a relation or a negation's key set; a key of no
+        column packs as 0) as natural keys."""
         types = self.key_types[pred] if pred in self.key_types else tuple(
             c.type for c in self.prog.schemas[pred].columns)
-        cols = [self.codes[t].encode([r[i] for r in rows]) for i, t in enumerate(types)]
-        return self.packing.pack(self._natural(pred), cols, len(rows))
+        return _RowCoding(types, self.codes, self.packing)
+
+    def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
+        return self._coding(pred).encode(rows)
 
     def _decode(self, pred: str, keys: I64) -> list[Row]:
-        cols = self.prog.schemas[pred].columns
-        codes = self.packing.unpack(self._natural(pred), keys)
-        values = [self.codes[c.type].decode(k) for c, k in zip(cols, codes, strict=True)]
-        return list(zip(*values, strict=True))
+        return self._coding(pred).decode(keys)
 
     # -- inputs ---------------------------------------------------------------------------
     def _set_input(self, pred: str, keys: I64) -> None:
@@ -1634,11 +1706,14 @@ class ColumnarStratum:
         return zs
 
     # -- initialize -----------------------------------------------------------------------
-    def initialize(self, store: RelationStore) -> dict[str, set[Row]]:
+    def initialize(self, store: RelationStore) -> dict[str, CodedRows]:
         self._counters = {"delta_queries": 0, "rows_gathered": 0}
         for pred in self.inputs:
-            rows = list(store[pred].rows)
-            self._set_input(pred, self._encode(pred, rows))
+            held = store[pred].rows
+            if type(held) is CodedRows:  # a lower columnar stratum's: its columns recoded
+                self._set_input(pred, self._coding(pred).encode_columns(held.columns()))
+            else:
+                self._set_input(pred, self._encode(pred, list(held)))
         for name, neg in self.negations.items():
             keys = {key for row in store[neg.atom.pred].rows
                     if (key := neg.key_of(row)) is not None}
@@ -1675,7 +1750,7 @@ class ColumnarStratum:
                 if (w <= 0).any():
                     raise AssertionError(f"negative derivation count in {pred}")
                 births[pred].append((k, np.full(len(k), t, np.int32), w))
-                _, hit = _find(members[pred], k)
+                _, hit = _find(members[pred], k, ordered=True)
                 new = k[~hit]
                 layers[pred].append(new)
                 if len(new):
@@ -1721,7 +1796,7 @@ class ColumnarStratum:
             if parts:
                 # a fact's births in t order: each round's facts are distinct, so a
                 # counting sort by fact puts the rounds' entries in place one round at a time
-                at = [np.searchsorted(rel.keys, p[0]) for p in parts]
+                at = [_positions(rel.keys, p[0]) for p in parts]
                 blen = np.bincount(np.concatenate(at), minlength=n).astype(np.int64)
                 if not blen.all():
                     raise AssertionError("a fact without births")
@@ -1739,11 +1814,11 @@ class ColumnarStratum:
             rel.set_main(rel.keys, rel.depth[:n], bstart, blen, alts=rel.alts)
             rel.hist = _hist(rel.depth[:n])
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
-        held = {p: set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
-        for pred in held:
+        for pred, rel in self.rels.items():
             if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)
-                check_functional(self.prog.schemas[pred], sorted(held[pred]))
-        return held
+                check_functional(self.prog.schemas[pred], sorted(self._decode(pred, rel.keys)))
+        # the store takes the facts coded (a copy: the stratum's arrays change in place)
+        return {p: CodedRows(rel.keys.copy(), self._coding(p)) for p, rel in self.rels.items()}
 
     def _build_rels(self, members: Mapping[str, I64], depths: Mapping[str, I32],
                     swapped: Mapping[str, list[I64]]) -> None:

@@ -361,6 +361,7 @@ def warm() -> None:
     changed_at(0, 2, i32, i32, i64.copy(), i64.copy())
     pair_get(tk, np.zeros(1024, np.int64), 10, i64, i64, i64.copy())
     sum_by_key(i64, i64)
+    gallop(i64, i64, i64.copy())
     merge_ids(i64, i64, i64[:0], i64[:0])
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
@@ -380,3 +381,31 @@ def warm() -> None:
             view_expand(i64, i64, ids, i64[:0], i64[:0], i64[:0], i64[:0], depth, 0, 0,
                         i64[:0], i32[:0])
     _warm = True
+
+
+@njit(cache=True, nogil=True)
+def gallop(a, b, out):
+    """out[i]: the position of b[i] in a (the first element ≥ it), for sorted a and
+    sorted b: each search gallops from the last one's position, so a dense b costs a
+    merge, O(len(a) + len(b)), and a sparse one a binary search each."""
+    n = len(a)
+    lo = 0
+    for i in range(len(b)):
+        x = b[i]
+        if lo < n and a[lo] < x:
+            step = 1
+            hi = lo + 1
+            while hi < n and a[hi] < x:
+                lo = hi
+                step <<= 1
+                hi = lo + step
+            if hi > n:
+                hi = n
+            lo += 1
+            while lo < hi:  # a[lo - 1] < x; the answer is in [lo, hi]
+                mid = (lo + hi) >> 1
+                if a[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        out[i] = lo

@@ -39,7 +39,7 @@ from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
 from deltalog.engine.sentinels import BOTTOM, TOP
-from deltalog.engine.storage import RelationStore
+from deltalog.engine.storage import CodedRows, RelationStore
 from deltalog.engine.syntax.ast import Atom, Const, Expr
 from deltalog.engine.values import Row
 
@@ -72,7 +72,20 @@ def record_body(
     strings: list[set[Any]] = [set(rule_strings(prep.rule))]  # not a string: NotColumnar
     for pred in preds:
         schema = prog.schemas[pred]
-        rows = list(store[pred].rows)
+        held = store[pred].rows
+        if type(held) is CodedRows and len(held):  # a columnar stratum's: read by column
+            by_col = held.columns()
+            if any(c.dtype == object for c, s in zip(by_col, schema.columns, strict=True)
+                   if s.type == "int"):
+                raise NotColumnar("an integer beyond 64 bits")
+            if all(c.type == "int" for c in schema.columns):
+                tables[pred] = np.stack(by_col, axis=1)
+            else:
+                columns = listed[pred] = [c.tolist() for c in by_col]
+                strings += [set(col) for col, c in zip(columns, schema.columns, strict=True)
+                            if c.type == "string"]
+            continue
+        rows = list(held)
         if not rows:
             tables[pred] = np.zeros((0, schema.arity), np.int64)
         elif all(c.type == "int" for c in schema.columns):

@@ -135,7 +135,7 @@ class ColumnarMachine(RuleBasedStateMachine):
     def load(self, text, data, tiny, nursery):
         note(text)
         self.saved = (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
-                      columnar.CODES_MIN)
+                      columnar.CODES_MIN, storage.FOLD_MIN)
         self.store = MemorySegments()  # every save goes to the store the engine came from
         if tiny:  # purge tombstones, compact the births pool and the input patches, and
             # keep rows, arrays and codes in segments, at every chance; look up with numpy
@@ -143,6 +143,7 @@ class ColumnarMachine(RuleBasedStateMachine):
             columnar.PATCH_MAX, columnar.SMALL = 0, 0
             seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN = 2, 2, 2
             state_codec.ARRAY_MIN, columnar.CODES_MIN = 16, 2
+            storage.FOLD_MIN = 0  # the store's coded rows fold their changes in at once
         if nursery:  # facts first seen join the young part at once (which stays)
             columnar.NURSERY_MAX = 0
         self.prog = load_program(text)
@@ -171,7 +172,7 @@ class ColumnarMachine(RuleBasedStateMachine):
         columnar.SMALL, columnar.NURSERY_MAX = SMALL, NURSERY_MAX
         if hasattr(self, "saved"):
             (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
-             columnar.CODES_MIN) = self.saved
+             columnar.CODES_MIN, storage.FOLD_MIN) = self.saved
 
     @invariant()
     def equal(self):
@@ -179,6 +180,29 @@ class ColumnarMachine(RuleBasedStateMachine):
             return
         for p in self.prog.idb:
             assert self.col.relation(p) == self.rec.relation(p) == self.tup.relation(p), p
+
+    @invariant()
+    def coded_rows_answer_as_sets(self):
+        """A columnar stratum's relations stay coded in the store: size, membership (of
+        rows held, rows not held and rows of values never coded) and columns as the set."""
+        if not hasattr(self, "col"):
+            return
+        coded = 0
+        for p in self.prog.idb:
+            held = self.col.store[p].rows
+            if type(held) is not storage.CodedRows:
+                continue
+            coded += 1
+            want = self.rec.relation(p)
+            assert len(held) == len(want), p
+            cols = held.columns()
+            assert set(zip(*(c.tolist() for c in cols), strict=True)) == want, p
+            arity = self.prog.schemas[p].arity
+            probes = [*sorted(want), *((v,) * arity for v in (0, 3, 99)),
+                      (0,) * (arity - 1) + (99,)]
+            assert held.contains_all(probes).tolist() == [r in want for r in probes], p
+            assert [r in held for r in probes] == [r in want for r in probes], p
+        assert coded or not _columnar(self.col)
 
 
 TestColumnarOracle = ColumnarMachine.TestCase
