@@ -9,7 +9,9 @@ import gc
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+from numpy.typing import NDArray
 
 from deltalog.engine import state_codec
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
@@ -258,6 +260,13 @@ class IncrementalEngine:
 
     def relation(self, name: str) -> frozenset[Row]:
         return frozenset(self.store[name].rows)
+
+    def coded_columns(self, name: str) -> "list[NDArray[Any]] | None":
+        """Relation ``name`` by column (int64, float64 or str-object arrays, rows in no
+        particular order) when the engine keeps it coded (a columnar stratum's), without
+        making its rows; None when it keeps it as rows."""
+        held = self.store[name].rows
+        return held.columns() if type(held) is CodedRows else None
 
     def size(self, name: str) -> int:
         """The number of rows of relation ``name`` (current version)."""

@@ -141,9 +141,14 @@ class CodedRows:
         cols = self.coding.columns(keys)
         if not self.ins:
             return cols
-        extra = list(zip(*self.ins, strict=True))
-        return [np.concatenate([c, np.array(e, dtype=c.dtype)])
-                for c, e in zip(cols, extra, strict=True)]
+        out = []
+        for c, e in zip(cols, zip(*self.ins, strict=True), strict=True):
+            try:
+                more = np.array(e, dtype=c.dtype)
+            except OverflowError:  # an int beyond 64 bits among the rows inserted
+                c, more = c.astype(object), np.array(e, dtype=object)
+            out.append(np.concatenate([c, more]))
+        return out
 
     # -- changes (set semantics; the caller inserts absent rows, erases present ones) -------
     def update(self, rows: Iterable[Row]) -> None:
@@ -163,8 +168,9 @@ class CodedRows:
         self._fold()
 
     def _fold(self) -> None:
-        """The changes into the keys, past ``FOLD_MIN`` of them and an eighth of the keys."""
-        if len(self.ins) + len(self.era) <= max(FOLD_MIN, len(self.keys) >> 3):
+        """The changes into the keys, past ``FOLD_MIN`` of them and 1/32 of the keys (a
+        saved state writes the changes whole each time, the keys when they change)."""
+        if len(self.ins) + len(self.era) <= max(FOLD_MIN, len(self.keys) >> 5):
             return
         keys = self.keys
         if self.era:

@@ -642,7 +642,8 @@ class _StoreIndexes(Database):
         return super().index(rows, perm)
 
 
-def run_sample(engine: IncrementalEngine, change: Mapping[str, Delta]) -> dict[str, str]:
+def run_sample(engine: IncrementalEngine,
+               change: Mapping[str, Mapping[Row, int]]) -> dict[str, str]:
     """Per IDB table of ``engine``'s stratum that ``change`` (the run's IDB change) touched,
     markdown showing up to ``SAMPLE_ROWS`` added rows with a minimal derivation tree over
     the engine's relations after the run (the stratum's input rows as leaves) and up to

@@ -24,13 +24,16 @@ disagreement is rebuilt from the tables and said so in the result's notes.
 """
 
 import hashlib
+import itertools
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from deltalog.engine.errors import FUNCTIONAL_CONFLICT, DataError, NotSupportedError
 from deltalog.engine.partition import (
@@ -73,7 +76,7 @@ from deltalog.pipelines.state_store import (
     stratum_lock,
 )
 from deltalog.pipelines.stratum_program import stratum_digest, stratum_program
-from deltalog.schemas.relation import arrow_to_rows
+from deltalog.schemas.relation import arrow_to_rows, columns_to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,6 +91,31 @@ LOCK_WAIT_SECONDS = 600.0
 # would be rewritten whole anyway. The run says so in its notes and reports mode "full".
 RELOAD_SHARE = 0.25
 RELOAD_MIN_ROWS = 1000
+
+
+class _AllInserted(Mapping[Row, int]):
+    """The change that fills an empty table: every row of ``rows`` (a relation's rows in
+    the engine's store, read in place) with weight +1, for the run's lineage sample."""
+
+    def __init__(self, rows: Any):
+        self._rows = rows
+
+    def __getitem__(self, row: Row) -> int:
+        if row in self._rows:
+            return 1
+        raise KeyError(row)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def values(self) -> Any:
+        return itertools.repeat(1, len(self._rows))
+
+    def items(self) -> Any:
+        return ((row, 1) for row in self._rows)
 
 
 @dataclass(frozen=True)
@@ -286,19 +314,37 @@ class StratumRun:
         stats = engine.last_stats.as_dict()
         self.notes.extend(engine.slow_paths())
         out: dict[str, Delta] = {}
+        whole: dict[str, tuple[pa.Table, pa.Table]] = {}  # tables written from columns
         for pred in self.preds:
             uri = self.writer.uri(pred)
             current: set[Row] = set()
             if delta_io.exists(uri):
                 current = arrow_to_rows(delta_io.read_arrow(uri))
-            out[pred] = diff(current, engine.relation(pred))
-        written = self.writer.write(
-            self.writer.arrow_changes(out), seq, inputs, edbs, txns, stamp_new=True
-        )
+            table = None if current else self._whole_table(engine, pred)
+            if table is not None:
+                whole[pred] = (table, table.slice(0, 0))
+            else:
+                out[pred] = diff(current, engine.relation(pred))
+        changes = self.writer.arrow_changes(out)
+        written = self.writer.write({**changes, **whole}, seq, inputs, edbs, txns,
+                                    stamp_new=True)
         self._save(engine, seq, inputs, edbs, written.txns, copies)
-        self.lineage = run_sample(engine, out)
+        self.lineage = run_sample(engine, {
+            **out, **{p: _AllInserted(engine.store[p].rows) for p in whole}})
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("full", seq, inputs, edbs, written, stats, sizes)
+
+    def _whole_table(self, engine: IncrementalEngine, pred: str) -> "pa.Table | None":
+        """Relation ``pred`` as an Arrow table straight from the engine's coded columns
+        (a columnar stratum's: no row is made); None when the engine keeps it as rows, or
+        it holds an int beyond 64 bits (the rows' path names the row in its error)."""
+        cols = engine.coded_columns(pred)
+        if cols is None:
+            return None
+        try:
+            return columns_to_arrow(self.spec.program.schemas[pred], cols)
+        except (OverflowError, pa.ArrowException):
+            return None
 
     def _consumed_edbs(self, edbs: Mapping[str, int]) -> dict[str, int]:
         """The EDB versions this stratum's inputs stand for: an EDB input's own version, an

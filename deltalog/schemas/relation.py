@@ -7,8 +7,9 @@ are imported only inside the functions that build their forms: importing this mo
 imports neither.
 """
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -17,6 +18,7 @@ from deltalog.engine.values import Row
 
 if TYPE_CHECKING:
     import dagster as dg
+    from numpy.typing import NDArray
     from pyspark.sql import types as T
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -83,11 +85,22 @@ def dagster_table_schema(schema: RelationSchema) -> "dg.TableSchema":
 def rows_to_arrow(schema: RelationSchema, rows: Iterable[Row]) -> pa.Table:
     """An Arrow table of ``rows`` (python tuples) with the relation's Arrow schema."""
     target = arrow_schema(schema)
-    rows = list(rows)
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.columns]
-    arrays = [
-        pa.array(column, type=field.type) for column, field in zip(columns, target, strict=True)
-    ]
+    rows = rows if isinstance(rows, list) else list(rows)
+    if any(len(r) != len(target) for r in rows):
+        raise ValueError(f"a row of another arity than {len(target)}")
+    # one list of values per column (no tuple per row: millions of new tuples would set
+    # off the cyclic collector over and over)
+    arrays = [pa.array(list(map(itemgetter(i), rows)), type=field.type)
+              for i, field in enumerate(target)]
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def columns_to_arrow(schema: RelationSchema, columns: "Sequence[NDArray[Any]]") -> pa.Table:
+    """An Arrow table of rows given by column (numpy arrays: int64, float64, str objects)
+    with the relation's Arrow schema; ``OverflowError`` for an int beyond 64 bits."""
+    target = arrow_schema(schema)
+    arrays = [pa.array(column, type=field.type)
+              for column, field in zip(columns, target, strict=True)]
     return pa.Table.from_arrays(arrays, schema=target)
 
 

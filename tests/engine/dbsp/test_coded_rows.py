@@ -91,10 +91,23 @@ def test_changes_are_kept_as_rows_until_they_pass_a_share_of_the_keys():
     saved = storage.FOLD_MIN
     storage.FOLD_MIN = 0
     more = {(f"v{i}", 1.0, f"v{i + 1}") for i in range(40, 43)}
-    try:  # 41 + 42 + 43 paths more: past an eighth of the keys
+    try:  # 41 + 42 + 43 paths more: past 1/32 of the keys
         engine.apply({"e": {("v0", 1.0, "v1"): 1, **dict.fromkeys(more, 1)}})
     finally:
         storage.FOLD_MIN = saved
     assert held.keys is not keys and not held.ins and not held.era
     assert np.all(np.diff(held.keys) > 0) and len(held.keys) == 40 * 41 // 2 + 126
     assert set(held) == RecomputeEngine(prog, {"e": edges | more, "n": N}).relation("path")
+
+
+def test_an_int_beyond_64_bits_inserted_after_the_load_makes_its_column_objects():
+    prog = load_program(TEXT)
+    engine = IncrementalEngine(prog, {"e": E, "n": {(1, 2), (2, 3)}})
+    held = engine.store["reach"].rows
+    assert type(held) is CodedRows and held.columns()[1].dtype == np.int64
+    engine.apply({"n": {(3, 2**70): 1}})
+    assert held.ins  # (kept as rows: not folded)
+    cols = held.columns()
+    assert cols[1].dtype == object and 2**70 in cols[1].tolist()
+    assert set(zip(*(c.tolist() for c in cols), strict=True)) == RecomputeEngine(
+        prog, {"e": E, "n": {(1, 2), (2, 3), (3, 2**70)}}).relation("reach")
