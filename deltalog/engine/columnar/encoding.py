@@ -88,7 +88,7 @@ class Codes:
         if typ == "string":
             rank: dict[Any, int] = self._rank
             listed = values.tolist() if isinstance(values, np.ndarray) else values
-            return np.fromiter((rank[s] for s in listed), np.int64, len(listed))
+            return np.fromiter(map(rank.__getitem__, listed), np.int64, len(listed))
         if typ == "float":
             try:
                 return float_codes(np.asarray(values, dtype=np.float64))

@@ -607,18 +607,17 @@ def _overlay(pk: I64, pd: I32, dk: I64, dd: I32) -> tuple[I64, I32]:
 
 
 def _positions(sorted_keys: I64, keys: I64) -> I64:
-    """Where sorted ``keys`` go in ``sorted_keys`` (a galloping merge: linear when both
-    are large, a binary search per key when ``keys`` are few)."""
+    """Where ``keys`` go in ``sorted_keys`` (``np.searchsorted``; a galloping merge, so
+    sorted keys cost a linear pass when both are large, a binary search each when
+    ``keys`` are few)."""
     out = np.empty(len(keys), np.int64)
     kernels.gallop(sorted_keys, np.ascontiguousarray(keys), out)
     return out
 
 
-def _find(sorted_keys: I64, keys: I64, ordered: bool = False) -> tuple[I64, Bool]:
-    """Positions of ``keys`` (``ordered``: sorted) in ``sorted_keys`` and whether each
-    is there."""
-    pos = (_positions(sorted_keys, keys) if ordered
-           else np.searchsorted(sorted_keys, keys).astype(np.int64))
+def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
+    """Positions of ``keys`` in ``sorted_keys`` and whether each is there."""
+    pos = _positions(sorted_keys, keys)
     if not len(sorted_keys):
         return pos, np.zeros(len(keys), np.bool_)
     hit = sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
@@ -877,7 +876,7 @@ class _View:
         n = np.zeros(len(first), np.int64)
         for keys in [k for k, _ in self.parts] + [self.pkeys]:
             if len(keys):
-                n += np.searchsorted(keys, b) - np.searchsorted(keys, a)
+                n += _positions(keys, b) - _positions(keys, a)
         return n
 
     def expand(self, first: I64) -> tuple[I64, I64, int]:
@@ -897,8 +896,7 @@ class _View:
         for keys, ids in self.parts:
             if not len(keys):
                 continue
-            starts = np.searchsorted(keys, a).astype(np.int64)
-            ends = np.searchsorted(keys, b).astype(np.int64)
+            starts, ends = _positions(keys, a), _positions(keys, b)
             if not len(self.pkeys):  # one compiled pass: range, depth check, second column
                 total = int((ends - starts).sum())
                 seen += total
@@ -921,8 +919,7 @@ class _View:
             owners.append(owner)
             found.append(k & LOW)
         if len(self.pkeys):
-            pown, pidx = _ranges(np.searchsorted(self.pkeys, a).astype(np.int64),
-                                 np.searchsorted(self.pkeys, b).astype(np.int64))
+            pown, pidx = _ranges(_positions(self.pkeys, a), _positions(self.pkeys, b))
             seen += len(pidx)
             pkeep = self._ok(self.pdepth[pidx])
             owners.append(pown[pkeep])
@@ -1750,7 +1747,7 @@ class ColumnarStratum:
                 if (w <= 0).any():
                     raise AssertionError(f"negative derivation count in {pred}")
                 births[pred].append((k, np.full(len(k), t, np.int32), w))
-                _, hit = _find(members[pred], k, ordered=True)
+                _, hit = _find(members[pred], k)
                 new = k[~hit]
                 layers[pred].append(new)
                 if len(new):

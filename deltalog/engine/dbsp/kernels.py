@@ -385,14 +385,24 @@ def warm() -> None:
 
 @njit(cache=True, nogil=True)
 def gallop(a, b, out):
-    """out[i]: the position of b[i] in a (the first element ≥ it), for sorted a and
-    sorted b: each search gallops from the last one's position, so a dense b costs a
-    merge, O(len(a) + len(b)), and a sparse one a binary search each."""
+    """out[i]: the position of b[i] in sorted a (the first element ≥ it). Each search
+    gallops from the last one's position, so a sorted b costs a merge when dense,
+    O(len(a) + len(b)), and a binary search each when sparse; a b[i] below b[i - 1] is
+    searched for below the last position."""
     n = len(a)
     lo = 0
     for i in range(len(b)):
         x = b[i]
-        if lo < n and a[lo] < x:
+        if i and x < b[i - 1]:
+            hi = lo
+            lo = 0
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if a[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        elif lo < n and a[lo] < x:
             step = 1
             hi = lo + 1
             while hi < n and a[hi] < x:

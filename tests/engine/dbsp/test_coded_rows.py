@@ -1,13 +1,17 @@
 """A columnar stratum's relations stay coded in the store (``storage.CodedRows``): strings,
 floats (negative, -0.0), ints beyond 64 bits and three columns decode as they went in;
 membership, size, columns and the versions a higher stratum reads agree with a set after
-commits, folds and saves."""
+commits, folds and saves. (And the galloping searches of sorted keys the kernel's load
+uses.)"""
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deltalog.engine import storage
 from deltalog.engine.analysis.analyze import load_program
+from deltalog.engine.dbsp import kernels
 from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 from deltalog.engine.segments import MemorySegments
 from deltalog.engine.storage import CodedRows
@@ -111,3 +115,15 @@ def test_an_int_beyond_64_bits_inserted_after_the_load_makes_its_column_objects(
     assert cols[1].dtype == object and 2**70 in cols[1].tolist()
     assert set(zip(*(c.tolist() for c in cols), strict=True)) == RecomputeEngine(
         prog, {"e": E, "n": {(1, 2), (2, 3), (3, 2**70)}}).relation("reach")
+
+
+@given(a=st.lists(st.integers(-3, 40), max_size=30),
+       b=st.lists(st.integers(-5, 45), max_size=30), ordered=st.booleans())
+def test_galloping_positions_are_numpys(a, b, ordered):
+    """The DBSP kernel's searches of sorted keys (``kernels.gallop``) answer as
+    ``np.searchsorted`` for sorted and unsorted queries alike."""
+    keys = np.sort(np.array(a, np.int64))
+    query = np.array(sorted(b) if ordered else b, np.int64)
+    out = np.empty(len(query), np.int64)
+    kernels.gallop(keys, query, out)
+    assert out.tolist() == np.searchsorted(keys, query).tolist()
