@@ -373,7 +373,7 @@ def _row(r: Result) -> list[object]:
         r.load,
         r.duckdb,
         f"{r.ours / r.duckdb:.1f}x",
-        f"{r.load / r.duckdb:.0f}x",
+        f"{r.load / r.duckdb:.1f}x",
         r.duckdb_one_thread,
         f"{r.ours / r.duckdb_one_thread:.1f}x",
         "-" if r.tuples is None else f"{r.tuples / r.ours:.0f}x",

@@ -152,19 +152,18 @@ class CodedRows:
 
     # -- changes (set semantics; the caller inserts absent rows, erases present ones) -------
     def update(self, rows: Iterable[Row]) -> None:
-        for r in rows:
-            if r in self.era:
-                self.era.discard(r)
-            else:
-                self.ins.add(r)
-        self._fold()
+        self._change(rows, self.era, self.ins)
 
     def difference_update(self, rows: Iterable[Row]) -> None:
+        self._change(rows, self.ins, self.era)
+
+    def _change(self, rows: Iterable[Row], undone: set[Row], done: set[Row]) -> None:
+        """Each row cancels its opposite change (``undone``), else joins ``done``."""
         for r in rows:
-            if r in self.ins:
-                self.ins.discard(r)
+            if r in undone:
+                undone.discard(r)
             else:
-                self.era.add(r)
+                done.add(r)
         self._fold()
 
     def _fold(self) -> None:

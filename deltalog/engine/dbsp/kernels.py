@@ -213,10 +213,8 @@ def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, 
 
 
 @njit(cache=True, nogil=True)
-def _lower(keys, x):
-    """The first position of sorted ``keys`` not below x."""
-    a = 0
-    b = keys.shape[0]
+def _lower_in(keys, x, a, b):
+    """The first position of sorted ``keys`` not below x, known to be in [a, b]."""
     while a < b:
         m = (a + b) >> 1
         if keys[m] < x:
@@ -224,6 +222,12 @@ def _lower(keys, x):
         else:
             b = m
     return a
+
+
+@njit(cache=True, nogil=True)
+def _lower(keys, x):
+    """The first position of sorted ``keys`` not below x."""
+    return _lower_in(keys, x, 0, keys.shape[0])
 
 
 @njit(cache=True, nogil=True)
@@ -394,14 +398,7 @@ def gallop(a, b, out):
     for i in range(len(b)):
         x = b[i]
         if i and x < b[i - 1]:
-            hi = lo
-            lo = 0
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if a[mid] < x:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _lower_in(a, x, 0, lo)
         elif lo < n and a[lo] < x:
             step = 1
             hi = lo + 1
@@ -409,13 +406,6 @@ def gallop(a, b, out):
                 lo = hi
                 step <<= 1
                 hi = lo + step
-            if hi > n:
-                hi = n
-            lo += 1
-            while lo < hi:  # a[lo - 1] < x; the answer is in [lo, hi]
-                mid = (lo + hi) >> 1
-                if a[mid] < x:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            # a[lo] < x: the answer is in [lo + 1, min(hi, n)]
+            lo = _lower_in(a, x, lo + 1, min(hi, n))
         out[i] = lo
