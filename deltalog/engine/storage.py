@@ -9,7 +9,10 @@ version answers ``ceil(t)`` (the least row ≥ t), which is all a trie iterator 
 are in memory (a set and ``SortedList`` objects) after a full load; saved, the large ones become
 sorted runs on disk, and an engine opened from a saved state reads them a page at a time
 (``deltalog.engine.segments.PagedRows``: the run plus the changes since), so a commit touches the
-pages its rows fall in and the next save writes the changed rows only.
+pages its rows fall in and the next save writes the changed rows only. A relation a
+columnar kernel computed keeps its rows as the kernel's sorted int64 keys (``CodedRows``,
+through the kernel's ``RowCoding``): its readers take them by column, and rows are decoded
+only when read one at a time; saved, the keys are one array.
 """
 
 from bisect import bisect_left
@@ -39,8 +42,6 @@ def add_into(target: dict[Any, int], key: Any, weight: int) -> None:
         target[key] = w
     else:
         del target[key]
-
-
 
 
 class RowCoding(Protocol):

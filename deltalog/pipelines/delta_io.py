@@ -29,7 +29,7 @@ from deltalog.engine.errors import (
     NotSupportedError,
 )
 from deltalog.engine.values import Row
-from deltalog.schemas.relation import arrow_to_rows, normalize
+from deltalog.schemas.relation import arrow_to_rows, normalize, table_difference
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -538,11 +538,10 @@ def _distinct(table: pa.Table) -> pa.Table:
 
 
 def _diff(old: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(rows of new not in old, rows of old not in new), both as sets."""
-    names = new.column_names
-    inserted = new.join(old, keys=names, join_type="left anti")
-    deleted = old.join(new, keys=names, join_type="left anti")
-    return inserted.select(names), deleted.select(names)
+    """(rows of new not in old, rows of old not in new), both as sets, values compared as
+    the MERGE compares them (``-0.0`` is ``0.0``: an anti-join comparing bits would
+    delete the row it meant to replace and insert nothing)."""
+    return table_difference(new, old), table_difference(old, new)
 
 
 def _quote(name: str) -> str:

@@ -76,7 +76,7 @@ from deltalog.pipelines.state_store import (
     stratum_lock,
 )
 from deltalog.pipelines.stratum_program import stratum_digest, stratum_program
-from deltalog.schemas.relation import arrow_to_rows, columns_to_arrow
+from deltalog.schemas.relation import arrow_to_rows, columns_to_arrow, table_difference
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -313,24 +313,29 @@ class StratumRun:
         engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
         stats = engine.last_stats.as_dict()
         self.notes.extend(engine.slow_paths())
-        out: dict[str, Delta] = {}
-        whole: dict[str, tuple[pa.Table, pa.Table]] = {}  # tables written from columns
+        out: dict[str, Delta] = {}  # changes made as rows
+        tables: dict[str, tuple[pa.Table, pa.Table]] = {}  # changes made as tables
+        sample: dict[str, Mapping[Row, int]] = {}  # every change, for the lineage sample
         for pred in self.preds:
             uri = self.writer.uri(pred)
-            current: set[Row] = set()
-            if delta_io.exists(uri):
-                current = arrow_to_rows(delta_io.read_arrow(uri))
-            table = None if current else self._whole_table(engine, pred)
-            if table is not None:
-                whole[pred] = (table, table.slice(0, 0))
-            else:
-                out[pred] = diff(current, engine.relation(pred))
-        changes = self.writer.arrow_changes(out)
-        written = self.writer.write({**changes, **whole}, seq, inputs, edbs, txns,
-                                    stamp_new=True)
+            exists = delta_io.exists(uri)
+            table = self._whole_table(engine, pred)
+            if table is None:  # the engine keeps the relation as rows
+                current = arrow_to_rows(delta_io.read_arrow(uri)) if exists else set()
+                out[pred] = sample[pred] = diff(current, engine.relation(pred))
+            elif exists:  # a rebuild: the difference with the table, by anti-joins
+                held = delta_io.read_arrow(uri)
+                added, gone = table_difference(table, held), table_difference(held, table)
+                tables[pred] = (added, gone)
+                sample[pred] = {**dict.fromkeys(arrow_to_rows(gone), -1),
+                                **dict.fromkeys(arrow_to_rows(added), 1)}
+            else:  # a new table: the whole relation, from the engine's columns
+                tables[pred] = (table, table.slice(0, 0))
+                sample[pred] = _AllInserted(engine.store[pred].rows)
+        written = self.writer.write({**self.writer.arrow_changes(out), **tables}, seq, inputs,
+                                    edbs, txns, stamp_new=True)
         self._save(engine, seq, inputs, edbs, written.txns, copies)
-        self.lineage = run_sample(engine, {
-            **out, **{p: _AllInserted(engine.store[p].rows) for p in whole}})
+        self.lineage = run_sample(engine, sample)
         sizes = {p: engine.size(p) for p in self.preds}
         return self._results("full", seq, inputs, edbs, written, stats, sizes)
 

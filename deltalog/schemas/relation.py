@@ -104,8 +104,24 @@ def columns_to_arrow(schema: RelationSchema, columns: "Sequence[NDArray[Any]]") 
     return pa.Table.from_arrays(arrays, schema=target)
 
 
+def table_difference(a: pa.Table, b: pa.Table) -> pa.Table:
+    """The distinct rows of ``a`` that are not rows of ``b`` (two tables of one relation),
+    with ``a``'s schema (``normalize``d): a hash anti-join, no Python row made, values
+    compared as the engine compares them."""
+    a, b = normalize(a), normalize(b)
+    names = a.column_names
+    if not names:  # the one row of no columns is in b, or not
+        return a.slice(0, 0 if b.num_rows else min(a.num_rows, 1))
+    out = a.join(b.select(names), keys=names, join_type="left anti")
+    return out.group_by(names, use_threads=False).aggregate([]).select(names).cast(a.schema)
+
+
 def normalize(table: pa.Table) -> pa.Table:
-    """``table`` with string_view / large_string columns cast to plain string."""
+    """``table`` as the engine compares values: string_view / large_string columns cast to
+    plain string, and ``-0.0`` made ``0.0`` in float columns (``x + 0.0``; Arrow's joins
+    and groupings compare bits, where ``-0.0 == 0.0``)."""
+    import pyarrow.compute as pc
+
     fields = [
         pa.field(f.name, pa.string(), f.nullable)
         if pa.types.is_string_view(f.type) or pa.types.is_large_string(f.type)
@@ -113,7 +129,11 @@ def normalize(table: pa.Table) -> pa.Table:
         for f in table.schema
     ]
     target = pa.schema(fields)
-    return table if target.equals(table.schema) else table.cast(target)
+    out = table if target.equals(table.schema) else table.cast(target)
+    for i, f in enumerate(out.schema):
+        if pa.types.is_floating(f.type) and out.num_rows:
+            out = out.set_column(i, f, pc.add(out.column(i), pa.scalar(0.0, f.type)))
+    return out
 
 
 def arrow_to_rows(table: pa.Table) -> set[Row]:

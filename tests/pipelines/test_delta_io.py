@@ -76,6 +76,20 @@ def test_no_commit_when_nothing_changed(uri):
     assert delta_io.commit_metadata(uri)["step"] == "one"
 
 
+def test_negative_zero_is_zero_and_no_row_is_lost(uri):
+    """-0.0 equals 0.0 (as the engine and the MERGE compare): a table holding 0.0 given
+    -0.0 keeps its row and commits nothing (a bitwise difference deleted the row and
+    inserted nothing); a new row's -0.0 is stored as 0.0."""
+    delta_io.replace_contents(uri, _table([(1, "a", 0.0), (2, "b", 1.0)]), {})
+    assert delta_io.replace_contents(uri, _table([(1, "a", -0.0), (2, "b", 1.0)]), {}) == (
+        0, 0, 1)
+    assert delta_io.replace_contents(uri, _table([(1, "a", -0.0), (3, "c", -0.0)]), {}) == (
+        1, 1, 2)
+    assert arrow_to_rows(delta_io.read_arrow(uri)) == {(1, "a", 0.0), (3, "c", 0.0)}
+    weights = delta_io.read_arrow(uri).column("weight").to_pylist()
+    assert [str(w) for w in weights] == ["0.0", "0.0"]
+
+
 def test_replace_with_empty_deletes_everything(uri):
     delta_io.replace_contents(uri, _table(V1), {})
     assert delta_io.replace_contents(uri, SCHEMA.empty_table(), {}) == (0, 3, 2)

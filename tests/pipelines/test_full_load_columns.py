@@ -2,7 +2,10 @@
 (no row is made): the tables equal a recompute for strings, floats and ints, their schema
 is the program's, the run's lineage sample counts the whole table, and the next runs
 maintain them; an int beyond 64 bits still gets the error naming its row, nothing written;
-a table that already holds rows (a rebuild) takes the difference as before."""
+a table that already holds rows (a rebuild) takes the difference, found by anti-joins of
+the engine's table and the stored one."""
+
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -12,6 +15,7 @@ from deltalog.engine.naive import evaluate_naive
 from deltalog.engine.runtime import IncrementalEngine
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.state_store import state_dir
 from deltalog.pipelines.warehouse import write_edb
 from deltalog.schemas.relation import arrow_schema, arrow_to_rows
 from tests.local import write_pipeline
@@ -78,3 +82,31 @@ def test_an_int_beyond_64_bits_is_named_and_nothing_is_written(tmp_path):
     with pytest.raises(DataError, match="outside the 64-bit integers"):
         _run(root, spec, "reach")
     assert not delta_io.exists(spec.table_uri(root, "reach"))
+
+
+def test_a_rebuild_writes_the_difference_found_by_anti_joins(tmp_path, monkeypatch):
+    """The saved state gone, a run rebuilds from the tables: the difference between the
+    engine's columns and each table (rows added, rows gone, -0.0 equal to 0.0) is what it
+    commits, and no row of the relation is made."""
+    spec = write_pipeline(tmp_path, "g", PROGRAM, BINDING)
+    root = tmp_path / "warehouse"
+    links = [("a", -1.5, "b"), ("b", -1.5, "c"), ("c", 0.0, "d"), ("d", 0.0, "a")]
+    edges = [(1, 2), (2, 3), (3, 4)]
+    write_edb(root, spec, _tables(links, edges))
+    for pred in ("path", "reach"):
+        _run(root, spec, pred)
+    links2 = [("a", -1.5, "b"), ("c", -0.0, "d"), ("d", 0.0, "a"), ("b", 2.5, "x")]
+    edges2 = [(1, 2), (3, 4), (4, 1)]
+    write_edb(root, spec, _tables(links2, edges2))
+    shutil.rmtree(state_dir(root, spec.name))
+    monkeypatch.setattr(IncrementalEngine, "relation", lambda e, n: pytest.fail(n))
+    expected = evaluate_naive(spec.program, {"link": set(links2), "edge": set(edges2)})
+    before = evaluate_naive(spec.program, {"link": set(links), "edge": set(edges)})
+    for pred in ("path", "reach"):
+        result = _run(root, spec, pred)
+        assert result.mode == "rebuilt", result
+        table = delta_io.read_arrow(spec.table_uri(root, pred))
+        assert arrow_to_rows(table) == expected[pred], pred
+        added, gone = expected[pred] - before[pred], before[pred] - expected[pred]
+        assert (result.inserted, result.deleted) == (len(added), len(gone)), pred
+        assert f"+{len(added)} / -{len(gone)} rows in this run" in result.lineage

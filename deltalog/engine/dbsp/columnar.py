@@ -607,9 +607,9 @@ def _overlay(pk: I64, pd: I32, dk: I64, dd: I32) -> tuple[I64, I32]:
 
 
 def _positions(sorted_keys: I64, keys: I64) -> I64:
-    """Where ``keys`` go in ``sorted_keys`` (``np.searchsorted``; a galloping merge, so
-    sorted keys cost a linear pass when both are large, a binary search each when
-    ``keys`` are few)."""
+    """Where ``keys`` go in ``sorted_keys``, as ``np.searchsorted`` answers, by a compiled
+    galloping search (``kernels.gallop``): a linear merge for sorted keys when both are
+    large, a binary search each when the keys are few."""
     out = np.empty(len(keys), np.int64)
     kernels.gallop(sorted_keys, np.ascontiguousarray(keys), out)
     return out
@@ -804,9 +804,11 @@ class _RowCoding:
         one distinct value at a time)."""
         cols = []
         for t, col in zip(self.types, columns, strict=True):
-            if col.dtype.kind in "if" and t != "string":
+            if t == "float":  # (an int filling a float column is the float)
+                cols.append(self.codes[t].encode_array(np.asarray(col, np.float64)))
+            elif t == "int" and col.dtype.kind == "i":
                 cols.append(self.codes[t].encode_array(col))
-            else:
+            else:  # strings, and ints beyond 64 bits (objects)
                 cols.append(self.codes[t].encode(col.tolist()))
         return self.packing.pack(self.layout, cols, len(columns[0]) if columns else 0)
 
