@@ -643,10 +643,11 @@ def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     return k[nz], sums[nz]
 
 
-def _merge_sorted(a: I64, b: I64) -> tuple[I64, I64, I64]:
-    """a ∪ b (disjoint sorted arrays) and where a's and b's elements went."""
+def _merge_sorted(a: I64, b: I64, at: I64 | None = None) -> tuple[I64, I64, I64]:
+    """a ∪ b (disjoint sorted arrays) and where a's and b's elements went (``at``: b's
+    positions in a, when known)."""
     out = np.empty(len(a) + len(b), np.int64)
-    pos_b = _positions(a, b) + np.arange(len(b), dtype=np.int64)
+    pos_b = (_positions(a, b) if at is None else at) + np.arange(len(b), dtype=np.int64)
     mask = np.ones(len(out), np.bool_)
     mask[pos_b] = False
     pos_a = np.flatnonzero(mask)
@@ -1749,11 +1750,11 @@ class ColumnarStratum:
                 if (w <= 0).any():
                     raise AssertionError(f"negative derivation count in {pred}")
                 births[pred].append((k, np.full(len(k), t, np.int32), w))
-                _, hit = _find(members[pred], k)
+                pos, hit = _find(members[pred], k)
                 new = k[~hit]
                 layers[pred].append(new)
                 if len(new):
-                    merged, pos_old, pos_new = _merge_sorted(members[pred], new)
+                    merged, pos_old, pos_new = _merge_sorted(members[pred], new, pos[~hit])
                     depth = np.empty(len(merged), np.int32)
                     depth[pos_old] = depths[pred]
                     depth[pos_new] = t
@@ -1809,9 +1810,15 @@ class ColumnarStratum:
                     rel.pool_t[slots], rel.pool_w[slots] = bt, bw
                     fill[pos] += 1
                 rel.pool_n = rel.live = total
-                rel.bhist = _hist(rel.pool_t[:total])
+                # births per t, members per depth: one count per round (a fact's depth is
+                # the round it was first derived in)
+                bh = np.zeros(t + 1, np.int64)
+                for k, bt, _ in parts:
+                    if len(k):
+                        bh[int(bt[0])] += len(k)
+                rel.bhist = _trim(bh)
             rel.set_main(rel.keys, rel.depth[:n], bstart, blen, alts=rel.alts)
-            rel.hist = _hist(rel.depth[:n])
+            rel.hist = _trim(np.array([len(new) for new in layers[pred]], np.int64))
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         for pred, rel in self.rels.items():
             if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)
