@@ -12,6 +12,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltalog.engine.analysis.program import RelationSchema
 from deltalog.engine.values import Row
@@ -120,8 +121,6 @@ def normalize(table: pa.Table) -> pa.Table:
     """``table`` as the engine compares values: string_view / large_string columns cast to
     plain string, and ``-0.0`` made ``0.0`` in float columns (``x + 0.0``; Arrow's joins
     and groupings compare bits, where ``-0.0 == 0.0``)."""
-    import pyarrow.compute as pc
-
     fields = [
         pa.field(f.name, pa.string(), f.nullable)
         if pa.types.is_string_view(f.type) or pa.types.is_large_string(f.type)
