@@ -77,33 +77,49 @@ class CodedRows:
     (``__iter__``, a chunk at a time), and ``columns()`` gives them as arrays. A state
     keeps the keys as one array and the coding beside (the producer's dictionaries)."""
 
-    __slots__ = ("coding", "era", "ins", "keys")
+    __slots__ = ("coding", "era", "fences", "ins", "keys", "step")
     CHUNK = 1 << 16
 
     def __init__(self, keys: "NDArray[np.int64]", coding: RowCoding):
-        self.keys = keys  # sorted, distinct
+        self._set_keys(keys)
         self.coding = coding
         self.ins: set[Row] = set()  # rows not in keys
         self.era: set[Row] = set()  # rows of keys erased
 
+    def _set_keys(self, keys: "NDArray[np.int64]") -> None:
+        self.keys = keys  # sorted, distinct
+        # every step-th key (FENCE: a page of keys): a few lookups read a page of the keys
+        # each, where a binary search of keys mapped from a saved state would fault in
+        # a score of pages per lookup
+        self.step = FENCE
+        self.fences = keys[::FENCE].copy()
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"keys": self.keys, "coding": self.coding, "ins": self.ins, "era": self.era}
+        return {"keys": self.keys, "fences": self.fences, "step": self.step,
+                "coding": self.coding, "ins": self.ins, "era": self.era}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.keys, self.coding = state["keys"], state["coding"]
-        self.ins, self.era = set(state["ins"]), set(state["era"])
+        self.keys, self.fences, self.step = state["keys"], state["fences"], state["step"]
+        self.coding, self.ins, self.era = state["coding"], set(state["ins"]), set(state["era"])
 
     def __len__(self) -> int:
         return len(self.keys) - len(self.era) + len(self.ins)
 
     def in_keys(self, rows: Sequence[Row]) -> "NDArray[np.bool_]":
-        """Which of ``rows`` the keys hold (erased or not)."""
-        keys = self.keys
+        """Which of ``rows`` the keys hold (erased or not): a few, through the fences (one
+        page of keys read each); many, by binary searches of the keys."""
+        keys, fences = self.keys, self.fences
         found = self.coding.find(rows)
-        at = np.searchsorted(keys, found)
         hit = np.zeros(len(rows), np.bool_)
-        ok = (at < len(keys)) & (found >= 0)
-        hit[ok] = keys[at[ok]] == found[ok]
+        if len(found) > len(fences) // 8:
+            at = np.searchsorted(keys, found)
+            ok = (at < len(keys)) & (found >= 0)
+            hit[ok] = keys[at[ok]] == found[ok]
+            return hit
+        block = np.searchsorted(fences, found, side="right") - 1
+        ok = (block >= 0) & (found >= 0)
+        at = block[ok, None] * self.step + np.arange(self.step)
+        hit[ok] = (keys[np.minimum(at, len(keys) - 1)] == found[ok, None]).any(axis=1)
         return hit
 
     def contains_all(self, rows: Sequence[Row]) -> "NDArray[np.bool_]":
@@ -177,11 +193,14 @@ class CodedRows:
             keys = np.setdiff1d(keys, self.coding.find(list(self.era)), assume_unique=True)
         if self.ins:
             keys = np.union1d(keys, self.coding.encode(list(self.ins)))
-        self.keys, self.ins, self.era = keys, set(), set()
+        self._set_keys(keys)
+        self.ins, self.era = set(), set()
 
 
 # Changes a ``CodedRows`` keeps as rows before it folds them into its keys (at least).
 FOLD_MIN = 4096
+# Keys per fence of a ``CodedRows`` (512 int64: one 4 KiB page).
+FENCE = 512
 
 
 class SortedRows(Protocol):

@@ -42,10 +42,11 @@ N = {(1, 2), (2, 2**70), (2**70, -(2**65)), (-(2**65), 3)}
 
 @pytest.fixture
 def fold_at_once():
-    saved = storage.FOLD_MIN
-    storage.FOLD_MIN = 0
+    """Changes folded at once, and rows found through fences of three keys."""
+    saved = storage.FOLD_MIN, storage.FENCE
+    storage.FOLD_MIN, storage.FENCE = 0, 3
     yield
-    storage.FOLD_MIN = saved
+    storage.FOLD_MIN, storage.FENCE = saved
 
 
 def _check(engine: IncrementalEngine, oracle: RecomputeEngine) -> None:
@@ -137,3 +138,37 @@ def test_galloping_positions_are_numpys(a, b, ordered):
     out = np.empty(len(query), np.int64)
     kernels.gallop(keys, query, out)
     assert out.tolist() == np.searchsorted(keys, query).tolist()
+
+
+class _Ints:
+    """A coding of one int column as itself (keys = values; a value below 0 was never
+    coded)."""
+
+    def find(self, rows):
+        return np.array([r[0] if r[0] >= 0 else -1 for r in rows], np.int64)
+
+    encode = find
+
+    def decode(self, keys):
+        return [(int(k),) for k in keys]
+
+    def columns(self, keys):
+        return [keys]
+
+
+@given(keys=st.sets(st.integers(0, 300), max_size=200),
+       queries=st.lists(st.integers(-3, 305), max_size=40), fence=st.sampled_from([1, 2, 3, 7]))
+def test_lookups_through_fences_and_by_search_agree_with_the_set(keys, queries, fence):
+    """``CodedRows.in_keys`` reads a page of keys per lookup through its fences when the
+    lookups are few, and binary-searches otherwise: both give the set's answer, for rows
+    below, between, at and past the keys, and values never coded."""
+    saved = storage.FENCE
+    storage.FENCE = fence
+    try:
+        held = CodedRows(np.array(sorted(keys), np.int64), _Ints())
+    finally:
+        storage.FENCE = saved
+    assert held.step == fence and held.fences.tolist() == sorted(keys)[::fence]
+    for batch in ([[q] for q in queries] + [queries]):  # one at a time (fences), all at once
+        rows = [(q,) for q in batch]
+        assert held.in_keys(rows).tolist() == [q in keys for q in batch]

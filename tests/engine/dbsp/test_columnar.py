@@ -135,7 +135,7 @@ class ColumnarMachine(RuleBasedStateMachine):
     def load(self, text, data, tiny, nursery):
         note(text)
         self.saved = (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
-                      columnar.CODES_MIN, storage.FOLD_MIN)
+                      columnar.CODES_MIN, storage.FOLD_MIN, storage.FENCE)
         self.store = MemorySegments()  # every save goes to the store the engine came from
         if tiny:  # purge tombstones, compact the births pool and the input patches, and
             # keep rows, arrays and codes in segments, at every chance; look up with numpy
@@ -144,6 +144,7 @@ class ColumnarMachine(RuleBasedStateMachine):
             seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN = 2, 2, 2
             state_codec.ARRAY_MIN, columnar.CODES_MIN = 16, 2
             storage.FOLD_MIN = 0  # the store's coded rows fold their changes in at once
+            storage.FENCE = 2  # ... and find rows through fences of two keys
         if nursery:  # facts first seen join the young part at once (which stays)
             columnar.NURSERY_MAX = 0
         self.prog = load_program(text)
@@ -172,7 +173,7 @@ class ColumnarMachine(RuleBasedStateMachine):
         columnar.SMALL, columnar.NURSERY_MAX = SMALL, NURSERY_MAX
         if hasattr(self, "saved"):
             (seg.PAGE_ROWS, seg.PAGED_MIN, storage.PAGED_MIN, state_codec.ARRAY_MIN,
-             columnar.CODES_MIN, storage.FOLD_MIN) = self.saved
+             columnar.CODES_MIN, storage.FOLD_MIN, storage.FENCE) = self.saved
 
     @invariant()
     def equal(self):
