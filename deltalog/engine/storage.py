@@ -152,10 +152,7 @@ class CodedRows:
 
     def columns(self) -> list["NDArray[Any]"]:
         """The rows by column (see ``RowCoding.columns``), in no particular order."""
-        keys = self.keys
-        if self.era:
-            keys = np.setdiff1d(keys, self.coding.find(list(self.era)), assume_unique=True)
-        cols = self.coding.columns(keys)
+        cols = self.coding.columns(self._kept())
         if not self.ins:
             return cols
         out = []
@@ -166,6 +163,12 @@ class CodedRows:
                 c, more = c.astype(object), np.array(e, dtype=object)
             out.append(np.concatenate([c, more]))
         return out
+
+    def _kept(self) -> "NDArray[np.int64]":
+        """The keys less those of the rows erased."""
+        if not self.era:
+            return self.keys
+        return np.setdiff1d(self.keys, self.coding.find(list(self.era)), assume_unique=True)
 
     # -- changes (set semantics; the caller inserts absent rows, erases present ones) -------
     def update(self, rows: Iterable[Row]) -> None:
@@ -188,9 +191,7 @@ class CodedRows:
         saved state writes the changes whole each time, the keys when they change)."""
         if len(self.ins) + len(self.era) <= max(FOLD_MIN, len(self.keys) >> 5):
             return
-        keys = self.keys
-        if self.era:
-            keys = np.setdiff1d(keys, self.coding.find(list(self.era)), assume_unique=True)
+        keys = self._kept()
         if self.ins:
             keys = np.union1d(keys, self.coding.encode(list(self.ins)))
         self._set_keys(keys)

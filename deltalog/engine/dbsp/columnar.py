@@ -816,9 +816,7 @@ class _RowCoding:
     def find(self, rows: Sequence[Row]) -> I64:
         cols = [self.codes[t].find([r[i] for r in rows]) for i, t in enumerate(self.types)]
         keys = self.packing.pack(self.layout, cols, len(rows), known=True)
-        if cols:
-            keys[np.minimum.reduce(cols) < 0] = -1
-        keys[keys < 0] = -1
+        keys[keys < 0] = -1  # (a code -1, or a pair never seen, packs negative)
         return keys
 
     def decode(self, keys: I64) -> list[Row]:
@@ -2008,7 +2006,7 @@ class ColumnarStratum:
         def old_value(key: Row) -> Row | None:
             """The key's row in the old version (the key of an inserted row)."""
             columns = self.prog.schemas[pred].columns[:k]
-            kc = [self.codes[c.type].encode([v]) for v, c in zip(key, columns, strict=True)]
+            kc = [self.codes[c.type].find([v]) for v, c in zip(key, columns, strict=True)]
             at, tail, _ = old.expand(self.packing.group(kc, 1, known=True))
             if not len(at):
                 return None

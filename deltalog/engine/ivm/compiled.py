@@ -73,30 +73,31 @@ def record_body(
     for pred in preds:
         schema = prog.schemas[pred]
         held = store[pred].rows
+        ints = all(c.type == "int" for c in schema.columns)
         if type(held) is CodedRows and len(held):  # a columnar stratum's: read by column
             by_col = held.columns()
             if any(c.dtype == object for c, s in zip(by_col, schema.columns, strict=True)
                    if s.type == "int"):
                 raise NotColumnar("an integer beyond 64 bits")
-            if all(c.type == "int" for c in schema.columns):
+            if ints:
                 tables[pred] = np.stack(by_col, axis=1)
-            else:
-                columns = listed[pred] = [c.tolist() for c in by_col]
-                strings += [set(col) for col, c in zip(columns, schema.columns, strict=True)
-                            if c.type == "string"]
-            continue
-        rows = list(held)
-        if not rows:
-            tables[pred] = np.zeros((0, schema.arity), np.int64)
-        elif all(c.type == "int" for c in schema.columns):
-            try:
-                tables[pred] = np.array(rows, np.int64).reshape(len(rows), schema.arity)
-            except OverflowError:
-                raise NotColumnar("an integer beyond 64 bits") from None
+                continue
+            columns = [c.tolist() for c in by_col]
         else:
-            columns = listed[pred] = [[r[i] for r in rows] for i in range(schema.arity)]
-            strings += [set(col) for col, c in zip(columns, schema.columns, strict=True)
-                        if c.type == "string"]
+            rows = list(held)
+            if not rows:
+                tables[pred] = np.zeros((0, schema.arity), np.int64)
+                continue
+            if ints:
+                try:
+                    tables[pred] = np.array(rows, np.int64).reshape(len(rows), schema.arity)
+                except OverflowError:
+                    raise NotColumnar("an integer beyond 64 bits") from None
+                continue
+            columns = [[r[i] for r in rows] for i in range(schema.arity)]
+        listed[pred] = columns
+        strings += [set(col) for col, c in zip(columns, schema.columns, strict=True)
+                    if c.type == "string"]
     codes = Codes(strings)
     for pred, columns in listed.items():
         tables[pred] = np.stack([codes.encode(col, c.type) for col, c in zip(
