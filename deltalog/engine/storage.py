@@ -334,9 +334,24 @@ def permute(row: Row, perm: tuple[int, ...]) -> Row:
     return tuple(row[i] for i in perm)
 
 
+class CodedVersions(Protocol):
+    """An index kept as codes beside the sorted one, in both versions (a compiled join's
+    reading: ``deltalog.engine.columnar.versions.CodedIndex``)."""
+
+    def commit(self, inserted: Sequence[Row], erased: Sequence[Row]) -> bool:
+        """Apply an effective change (rows in the index's column order); False when a row
+        cannot be coded (the relation then drops the index)."""
+        ...
+
+    def settle(self) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
 class VersionedRelation:
     """A set relation with sorted indexes (one per column permutation) that keeps its
-    previous version and the delta of the last commit."""
+    previous version and the delta of the last commit; and, for a compiled join, some
+    indexes as codes too (``coded``), committed alike."""
 
     def __init__(self, name: str, arity: int, rows: Iterable[Row] = ()):
         self.name = name
@@ -348,6 +363,8 @@ class VersionedRelation:
         self._inserted: set[Row] = set()
         self._erased: set[Row] = set()
         self._prev_views: dict[tuple[int, ...], tuple[set[Row], SortedList]] = {}
+        # (None: the index met a value with no code)
+        self._coded: dict[tuple[int, ...], CodedVersions | None] = {}
 
     # -- versions -------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -366,6 +383,7 @@ class VersionedRelation:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_coded", {})  # saved before coded indexes existed
         self.__dict__.update(state)
         if type(self._rows) not in (PagedRows, CodedRows, set):
             self._rows = set(self._rows)  # read back in memory: a sorted copy of the set
@@ -394,6 +412,22 @@ class VersionedRelation:
         sequence, read-only to the caller); None when it keeps none or keeps it on disk."""
         got = self._indexes.get(perm)
         return got if type(got) is SortedList else None
+
+    def coded(self, perm: tuple[int, ...]) -> CodedVersions | None:
+        """The index in ``perm`` order as codes, when kept."""
+        return self._coded.get(perm)
+
+    def coded_refused(self, perm: tuple[int, ...]) -> bool:
+        """Whether the index in ``perm`` order met a value with no code (it is then never
+        kept as codes again)."""
+        return perm in self._coded and self._coded[perm] is None
+
+    def keep_coded(self, perm: tuple[int, ...], index: CodedVersions | None) -> None:
+        """Keep ``index`` (this relation's rows in ``perm`` order, coded, in both versions)
+        and commit every change to it from now on; None: the rows have no codes."""
+        if index is not None and len(index) != len(self._rows):
+            raise ValueError(f"a coded index of {len(index)} rows for {len(self._rows)}")
+        self._coded[perm] = index
 
     def current(self, perm: tuple[int, ...] | None = None) -> CurrentRows:
         return CurrentRows(self.index(perm or tuple(range(self.arity))))
@@ -445,6 +479,10 @@ class VersionedRelation:
                 sl.remove(permute(r, perm))
             for r in inserted:
                 sl.add(permute(r, perm))
+        for perm, coded in self._coded.items():
+            if coded is not None and not coded.commit(
+                    [permute(r, perm) for r in inserted], [permute(r, perm) for r in erased]):
+                self._coded[perm] = None  # a value with no code: the tuple join reads it
         self._inserted, self._erased = inserted, erased
         self._prev_views = {}
         return self.delta()
@@ -458,11 +496,15 @@ class VersionedRelation:
         self._rows = rows
         self._indexes = {}
         self._prev_views = {}
+        self._coded = {}
 
     def settle(self) -> None:
         """Forget the previous version: the current one is now the only one."""
         self._inserted, self._erased = set(), set()
         self._prev_views = {}
+        for coded in self._coded.values():
+            if coded is not None:
+                coded.settle()
 
 
 class RelationStore:

@@ -23,6 +23,7 @@ records and never less than the maintenance needs.
 """
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,11 +31,14 @@ from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
-from deltalog.engine.columnar.encoding import Codes, NotColumnar
+from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_codes, float_values
 from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
+from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex
 from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals, Record
+from deltalog.engine.ivm.kernels import lftj_versions
+from deltalog.engine.ivm.oracle import OracleNode
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
@@ -47,18 +51,32 @@ Unit = tuple[Any, ...]
 IndexKey = tuple[Any, ...]
 
 
+@dataclass
+class Recording:
+    """What ``record_body`` gives: the units of the body, its sensitivity intervals as
+    static parts by index key (and the few a negation with no bound variable records, as
+    values), how many intervals, ``sorted_rows(pred, perm)``: a relation's rows with
+    columns in ``perm`` order, sorted (codes order as the values do), for the store's
+    indexes, and ``coded(pred, perm)``: the same as a coded index (an int and float
+    relation's, for the commits' compiled join)."""
+
+    units: dict[Unit, Env]
+    parts: dict[IndexKey, CodedIntervals]
+    plain: dict[IndexKey, list[Record]]
+    added: int
+    sorted_rows: Callable[[str, tuple[int, ...]], list[Row]]
+    coded: Callable[[str, tuple[int, ...]], CodedIndex]
+
+
 def record_body(
     plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram, store: RelationStore,
     stats: JoinStats,
-) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], dict[IndexKey, list[Record]],
-           int, Callable[[str, tuple[int, ...]], list[Row]]]:
-    """The units of the body ``plan`` joins (``deltalog.engine.ivm.rule.RuleMaintainer``'s
-    plan; ``indexed[a]``: atom a has sensitivity indices) over the current versions, its
-    sensitivity intervals as static parts by index key (and the few a negation with no
-    bound variable records, as values), how many intervals, and ``sorted_rows(pred,
-    perm)``: a relation's rows with columns in ``perm`` order, sorted (codes order as the
-    values do), for the store's indexes; ``NotColumnar`` when the compiled join cannot
-    record this rule as the tuple join would."""
+) -> Recording:
+    """The first evaluation of the body ``plan`` joins
+    (``deltalog.engine.ivm.rule.RuleMaintainer``'s plan; ``indexed[a]``: atom a has
+    sensitivity indices) over the current versions, recorded (``Recording``);
+    ``NotColumnar`` when the compiled join cannot record this rule as the tuple join
+    would."""
     prep = plan.prep
     if plan.complements:
         raise NotColumnar("a complement atom")
@@ -115,6 +133,10 @@ def record_body(
         return list(zip(*(codes.python(table[:, j], cols[c].type)
                           for j, c in enumerate(perm)), strict=True)) if len(table) else []
 
+    def coded(pred: str, perm: tuple[int, ...]) -> CodedIndex:
+        cols = prog.schemas[pred].columns
+        return CodedIndex([cols[c].type for c in perm], relations[pred].index(perm))
+
     kplan = rule.plan({}, frozenset(), plan.order)
     # The join binds the variables atoms hold or constants and copies give; a variable
     # computed by arithmetic (``t = x + 1``) is computed on its output, and so is the
@@ -126,7 +148,7 @@ def record_body(
     for op, left, right in kplan.pre_checks:
         a, b = eval_expr(left, {}), eval_expr(right, {})
         if a is None or b is None or not compare(op, a, b):
-            return {}, {}, {}, 0, sorted_rows
+            return Recording({}, {}, {}, 0, sorted_rows, coded)
     pos = {v: i for i, v in enumerate(plan.order)}
     # Negations are checked on the join's output, so it runs to the last level any
     # negation reads: the tuple join probes one where its last bound variable is bound.
@@ -177,31 +199,45 @@ def record_body(
     units: dict[Unit, Env] = {}
     for values in zip(*columns, strict=True) if columns else ([()] if len(kept) else []):
         units[values] = dict(zip(plan.order[:exist], values, strict=True))
-    # Intervals, by slot: the slot's level L gives the context width, its atom and depth
-    # the index; the bucket is the atom's earlier columns, each an earlier variable.
-    rec = rec[:rn]
-    if rn:
-        slot = rec[:, 0].astype(np.int16) if len(flat) < 2**15 else rec[:, 0]
-        by_slot = np.argsort(slot, kind="stable")  # a radix sort on int16
-        rec = rec[by_slot]
-        bounds = np.searchsorted(rec[:, 0], np.arange(len(flat) + 1))
-        for s, (level, a, depth) in enumerate(flat):
-            lo_, hi_ = int(bounds[s]), int(bounds[s + 1])
-            if lo_ == hi_:
-                continue
-            atom = prep.atoms[a]
-            perm = plan.perms[a]
-            bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
-            part = _uncontained(rec[lo_:hi_], level)
-            at = pos[kernel[level]]  # the level's place in the maintainer's order
-            ctx, keep = _contexts(rule, kernel[:level], plan.order[:at], computed,
-                                  part[:, 3 : 3 + level])
-            parts[("atom", a, depth)] = CodedIntervals(
-                book, types[:at], types[at], [(0, c, types[c]) for c in bcols],
-                ctx, part[keep, 1], part[keep, 2],
-            )
-            added += len(keep)
-    return units, parts, plain, added, sorted_rows
+    added += _index_parts(rec[:rn], flat, plan, rule, kernel, computed, book, parts)
+
+    return Recording(units, parts, plain, added, sorted_rows, coded)
+
+
+def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan: RulePlan,
+                 rule: CompiledRule, kernel: Sequence[str], computed: dict[str, Expr],
+                 book: CodeBook, parts: dict[IndexKey, CodedIntervals]) -> int:
+    """The join's records (rows (slot, lo, hi, the values of the earlier levels)) as one
+    part per index into ``parts``, by slot: the slot's level L gives the context width,
+    its atom and depth the index; the bucket is the atom's earlier columns, each an
+    earlier variable. Returns how many intervals."""
+    if not len(rec):
+        return 0
+    prep = plan.prep
+    pos = {v: i for i, v in enumerate(plan.order)}
+    types = [rule.types[v] for v in plan.order]
+    added = 0
+    slot = rec[:, 0].astype(np.int16) if len(flat) < 2**15 else rec[:, 0]
+    by_slot = np.argsort(slot, kind="stable")  # a radix sort on int16
+    rec = rec[by_slot]
+    bounds = np.searchsorted(rec[:, 0], np.arange(len(flat) + 1))
+    for s, (level, a, depth) in enumerate(flat):
+        lo_, hi_ = int(bounds[s]), int(bounds[s + 1])
+        if lo_ == hi_:
+            continue
+        atom = prep.atoms[a]
+        perm = plan.perms[a]
+        bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
+        part = _uncontained(rec[lo_:hi_], level)
+        at = pos[kernel[level]]  # the level's place in the maintainer's order
+        ctx, keep = _contexts(rule, tuple(kernel[:level]), plan.order[:at], computed,
+                              part[:, 3 : 3 + level])
+        parts[("atom", a, depth)] = CodedIntervals(
+            book, types[:at], types[at], [(0, c, types[c]) for c in bcols],
+            ctx, part[keep, 1], part[keep, 2],
+        )
+        added += len(keep)
+    return added
 
 
 def _uncontained(part: NDArray[np.int64], level: int) -> NDArray[np.int64]:
@@ -288,3 +324,161 @@ def _record_probes(
     return len(ctx)
 
 
+
+
+class _Perms:
+    """Stands for a rule's relations when only the kernel's plan is wanted: each atom's
+    index asked for is noted, and an empty table given."""
+
+    def __init__(self, arity: int):
+        self.arity = arity
+        self.asked: list[tuple[int, ...]] = []
+
+    def index(self, perm: tuple[int, ...]) -> NDArray[np.int64]:
+        self.asked.append(perm)
+        return np.zeros((0, self.arity), np.int64)
+
+
+class CommitJoin:
+    """A rule's commits on the compiled join (``deltalog.engine.ivm.kernels``): the old and
+    the new body evaluated inside the change oracle over the coded versions of its
+    relations (``deltalog.engine.columnar.versions``), the new one recording its
+    intervals as parts on arrays. Built for a rule whose relations are int and float
+    columns and whose body the kernel joins as the maintainer's plan orders it; anything
+    else raises ``NotColumnar`` (the reason), and its commits stay on the tuple join."""
+
+    def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram):
+        prep = plan.prep
+        if plan.complements:
+            raise NotColumnar("a complement atom")
+        if prep.negations:
+            raise NotColumnar("a negation")
+        if any(not a.vars for a in prep.atoms):
+            raise NotColumnar("an atom with no variables")
+        for a in prep.atoms:
+            for c in prog.schemas[a.pred].columns:
+                if c.type not in CODED_TYPES:
+                    raise NotColumnar(f"a {c.type} column in {a.pred}")
+        rule = CompiledRule(prog, prep, Codes([set(rule_strings(prep.rule))]), {})
+        kplan = rule.plan({}, frozenset(), plan.order)
+        if kplan.post_assign or kplan.post_checks:
+            raise NotColumnar("a variable or comparison computed after the join")
+        if tuple(kplan.kernel) != plan.order:
+            raise NotColumnar("a variable order the compiled join does not follow")
+        self.never = False  # a comparison of constants that fails: the body is empty
+        for op, left, right in kplan.pre_checks:
+            a_, b_ = eval_expr(left, {}), eval_expr(right, {})
+            if a_ is None or b_ is None or not compare(op, a_, b_):
+                self.never = True
+        kplan.exist = plan.exist_level
+        kplan.out = list(plan.order[: plan.exist_level])
+        shims = [_Perms(len(a.vars)) for a in prep.atoms]
+        args, slots, atom_of = rule.kernel_args(kplan, shims)  # type: ignore[arg-type]
+        self.atoms: list[tuple[str, tuple[int, ...]]] = []
+        for a in atom_of:
+            perm = shims[a].asked[0]
+            if perm != plan.perms[a]:
+                raise NotColumnar("a column order the compiled join does not follow")
+            self.atoms.append((prep.atoms[a].pred, perm))
+        self._types = {(pred, perm): [prog.schemas[pred].columns[c].type for c in perm]
+                       for pred, perm in self.atoms}
+        # the plan's arrays, after the relations (less the lower bounds: the checks they
+        # stand for stay in the plan)
+        self.args = args[1:12] + args[15:17]
+        self.flat = [(level, atom_of[k], depth) for level, sl in enumerate(slots)
+                     for k, depth in sl]
+        self.slot_rec = np.array([1 if indexed[a] else 0 for _, a, _ in self.flat], np.int64)
+        self.plan = plan
+        self.rule = rule
+        self.types = [rule.types[v] for v in plan.order]
+        self.book = CodeBook([])
+
+    def relations(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(relation, column order) of every index the join reads as codes."""
+        return list(self.atoms)
+
+    def column_types(self, pred: str, perm: tuple[int, ...]) -> list[str]:
+        """The types of the columns of one of those indexes, in its order."""
+        return self._types[(pred, perm)]
+
+    def evaluate(self, store: RelationStore, root: OracleNode, old: bool, record: bool,
+                 stats: JoinStats) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals],
+                                            int]:
+        """The units of the body (the old or the new versions) inside the oracle ``root``,
+        and with ``record`` its intervals as parts by index key, and how many."""
+        if self.never:
+            return {}, {}, 0
+        versions = []
+        for pred, perm in self.atoms:
+            coded = store[pred].coded(perm)
+            if coded is None:
+                raise NotColumnar(f"{pred} keeps no coded index")
+            versions.append(coded.version(old))  # type: ignore[attr-defined]
+        oracle = _flat_oracle(root, self.types)
+        counters = np.zeros(4, np.int64)
+        rec0 = np.empty((1024 if record else 0, 3 + len(self.types)), np.int64)
+        out, n, rec, rn = lftj_versions(
+            tuple(v[0] for v in versions), tuple(v[1] for v in versions),
+            tuple(v[2] for v in versions), *self.args, counters, *oracle, self.slot_rec,
+            rec0)
+        stats.opens += int(counters[kernels.C_OPENS])
+        stats.seeks += int(counters[kernels.C_SEEKS])
+        stats.nexts += int(counters[kernels.C_NEXTS])
+        exist = self.plan.exist_level
+        names = self.plan.order[:exist]
+        columns = [_values(out[:n, j], self.types[j]) for j in range(exist)]
+        units: dict[Unit, Env] = {}
+        if exist:
+            for values in zip(*columns, strict=True):
+                units[values] = dict(zip(names, values, strict=True))
+        elif n:
+            units[()] = {}
+        parts: dict[IndexKey, CodedIntervals] = {}
+        added = _index_parts(rec[:rn], self.flat, self.plan, self.rule, self.plan.order, {},
+                             self.book, parts) if record else 0
+        return units, parts, added
+
+
+def _values(codes: NDArray[np.int64], typ: str) -> list[Any]:
+    return float_values(codes).tolist() if typ == "float" else codes.tolist()
+
+
+def _code(value: Any, typ: str) -> int:
+    """The code of an oracle's end (``BOTTOM``/``TOP``: the kernels' ``BOT``/``TOP``)."""
+    if value is BOTTOM:
+        return int(kernels.BOT)
+    if value is TOP:
+        return int(kernels.TOP)
+    if typ == "float":
+        return int(float_codes(np.array([float(value)], np.float64))[0])
+    if not kernels.BOT < value < kernels.TOP:
+        raise NotColumnar(f"{value!r} has no code inside the 64-bit range")
+    return int(value)
+
+
+def _flat_oracle(root: OracleNode, types: Sequence[str]) -> tuple[NDArray[np.int64], ...]:
+    """The oracle trie as arrays (``deltalog.engine.ivm.kernels``): per node the range of
+    its segments, per segment its ends and its child node (-1: all below)."""
+    nodes: list[tuple[OracleNode, int]] = [(root, 0)]
+    start: list[int] = []
+    end: list[int] = []
+    lo: list[int] = []
+    hi: list[int] = []
+    child: list[int] = []
+    i = 0
+    while i < len(nodes):
+        node, level = nodes[i]
+        i += 1
+        start.append(len(lo))
+        typ = types[level]
+        for a, b, sub in node.segments:
+            lo.append(_code(a, typ))
+            hi.append(_code(b, typ))
+            if sub is None:
+                child.append(-1)
+            else:
+                child.append(len(nodes))
+                nodes.append((sub, level + 1))
+        end.append(len(lo))
+    return (np.array(start, np.int64), np.array(end, np.int64), np.array(lo, np.int64),
+            np.array(hi, np.int64), np.array(child, np.int64))

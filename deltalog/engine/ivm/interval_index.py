@@ -471,6 +471,29 @@ class IntervalIndex:
         for bucket, lo, hi, payload in batch:
             self.dynamic.add(bucket, lo, hi, payload)
 
+    def add_coded(self, part: CodedIntervals) -> None:
+        """A batch a commit's compiled join recorded, already a part on arrays (coded as
+        this index's static part, when that is on arrays too): as ``add_many`` keeps a
+        batch, without making its records."""
+        static = self.static
+        if type(static) is not CodedIntervals and static is not None:
+            self.add_many(part.live_records())
+            return
+        if static is None or part.n * 4 > len(self):
+            rest = [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
+            parts = [*([static] if static is not None else []), *self.levels, part]
+            if rest:
+                parts.append(part.like(rest))
+            self.static = CodedIntervals.concat(parts) if len(parts) > 1 else part
+            self.dynamic = IntervalTree()
+            self.levels = []
+            self._opened(())
+            return
+        levels = self.levels
+        levels.append(part)
+        while len(levels) > 1 and 2 * levels[-1].live >= levels[-2].live:
+            levels[-2:] = [CodedIntervals.concat(levels[-2:])]
+
     def _folded(self, batch: list[Record]) -> "StaticIntervals | CodedIntervals":
         """One static part of every live interval and ``batch``: on arrays when the
         static part is."""

@@ -22,7 +22,9 @@ from typing import Any
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar.encoding import NotColumnar
-from deltalog.engine.ivm.compiled import record_body
+from deltalog.engine.columnar.versions import coded_index
+from deltalog.engine.ivm.coded_intervals import CodedIntervals
+from deltalog.engine.ivm.compiled import CommitJoin, record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
@@ -53,6 +55,7 @@ class WorkCounters:
         self.oracle_regions = 0
         self.units_evaluated = 0
         self.compiled_rules = 0  # rules whose first evaluation the compiled join recorded
+        self.compiled_commits = 0  # rule commits evaluated inside the oracle on it
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -62,6 +65,7 @@ class WorkCounters:
             "oracle_regions": self.oracle_regions,
             "units_evaluated": self.units_evaluated,
             "compiled_rules": self.compiled_rules,
+            "compiled_commits": self.compiled_commits,
         }
 
 
@@ -99,6 +103,9 @@ class RuleMaintainer:
         ]
         self.indices: dict[IndexKey, IntervalIndex] = {}
         self.recorded_by = ""  # which join recorded the first evaluation (``initialize``)
+        # Commits on the compiled join (``CommitJoin``), the reason they are not, or None:
+        # not decided yet (built at the first commit that has the program).
+        self._commit: CommitJoin | str | None = None
         self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
         absorbed = set(self.complements.values())
         self.negated = {(n.pred, negation_perm(n, set(self.plan.order)))
@@ -108,7 +115,7 @@ class RuleMaintainer:
     # -- persistence: plans hold closures; keep the order, rebuild the plan ------------------
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("prep", "plan", "_run", "last_oracle")}
+                 if k not in ("prep", "plan", "_run", "last_oracle", "_commit")}
         state["order"] = self.plan.order
         return state
 
@@ -118,6 +125,7 @@ class RuleMaintainer:
         state.setdefault("recorded_by", "tuples")
         self.__dict__.update(state)
         self._run = None
+        self._commit = None
         self.last_oracle = None
         self.prep = prepare(self.rule)
         self.plan = build_plan(self.prep, {}, self._probe, order, complements=self.complements)
@@ -180,8 +188,7 @@ class RuleMaintainer:
             try:
                 if self.paper_trace:
                     raise NotColumnar("the paper's trace is asked for")
-                units, parts, plain, added, sorted_rows = record_body(
-                    self.plan, self.indexed, prog, store, stats)
+                got = record_body(self.plan, self.indexed, prog, store, stats)
             except NotColumnar as why:
                 self.recorded_by = f"tuples: {why}"
             else:
@@ -190,27 +197,67 @@ class RuleMaintainer:
                 # to, not by the first commit (which would also save them whole).
                 for pred, perm in [*((a.pred, perm) for a, perm in zip(
                         self.prep.atoms, self.plan.perms, strict=True)), *self.negated]:
-                    store[pred].index_from(perm, partial(sorted_rows, pred, perm))
-                for key, part in parts.items():
+                    store[pred].index_from(perm, partial(got.sorted_rows, pred, perm))
+                commit = self._commit_join(prog)
+                if type(commit) is CommitJoin:  # its indexes as codes, from the load's
+                    for pred, perm in commit.relations():
+                        if store[pred].coded(perm) is None:
+                            store[pred].keep_coded(perm, got.coded(pred, perm))
+                for key, part in got.parts.items():
                     index = self.indices[key] = IntervalIndex()
                     index.static = part
-                for key, records in plain.items():
+                for key, records in got.plain.items():
                     self.indices[key] = IntervalIndex()
                     self.indices[key].add_many(records)
-                counters.intervals_added += added
-                counters.units_evaluated += len(units)
+                counters.intervals_added += got.added
+                counters.units_evaluated += len(got.units)
                 counters.compiled_rules += 1
-                return units
+                return got.units
         else:
             self.recorded_by = "tuples"
         return self._evaluate(store, False, None, True, stats, counters)
 
+    def _commit_join(self, prog: AnalyzedProgram | None) -> "CommitJoin | str":
+        """The compiled join of this rule's commits, or why there is none (decided once
+        per process: it is not saved)."""
+        if self._commit is None and prog is not None:
+            if self.recorded_by != "compiled":
+                self._commit = "tuples: the first evaluation was recorded on tuples"
+            elif any(type(index.static) is not CodedIntervals
+                     for index in self.indices.values() if index.static is not None):
+                self._commit = "tuples: an index on tuples"
+            else:
+                try:
+                    self._commit = CommitJoin(self.plan, self.indexed, prog)
+                except NotColumnar as why:
+                    self._commit = f"tuples: {why}"
+        return self._commit or "tuples: no program"
+
+    def _coded_versions(self, store: RelationStore, commit: CommitJoin) -> bool:
+        """Whether every index the compiled join reads is kept as codes: one kept since
+        the load, or made now from the sorted index (a state saved before codes were
+        kept; once), unless the relation met a value with no code."""
+        for pred, perm in commit.relations():
+            rel = store[pred]
+            if rel.coded(perm) is not None:
+                continue
+            if rel.coded_refused(perm):
+                return False
+            delta = rel.delta()
+            rel.keep_coded(perm, coded_index(
+                commit.column_types(pred, perm), rel.index(perm), [permute(r, perm) for r, w in delta.items() if w > 0],
+                [permute(r, perm) for r, w in delta.items() if w < 0]))
+            if rel.coded(perm) is None:
+                return False
+        return True
+
     def maintain(
         self, store: RelationStore, changed: Collection[str], stats: JoinStats,
-        counters: WorkCounters,
+        counters: WorkCounters, prog: AnalyzedProgram | None = None,
     ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
         """The units of the old and of the new body inside the change oracle of this
-        commit; ``changed`` names the relations with a non-empty delta."""
+        commit; ``changed`` names the relations with a non-empty delta. With ``prog``, on
+        the compiled join where the rule allows it (``deltalog.engine.ivm.compiled``)."""
         oracle = ChangeOracle()
         e = self.plan.exist_level
 
@@ -283,6 +330,23 @@ class RuleMaintainer:
         counters.oracle_regions += oracle.regions
         root = oracle.finish()
         self.last_oracle = root
+        commit = self._commit_join(prog)
+        if type(commit) is CommitJoin and self._coded_versions(store, commit):
+            try:
+                old, _, _ = commit.evaluate(store, root, True, False, stats)
+                new, parts, added = commit.evaluate(store, root, False, True, stats)
+            except NotColumnar:
+                pass  # a value the oracle holds has no code: this commit on tuples
+            else:
+                for key, part in parts.items():
+                    index = self.indices.get(key)
+                    if index is None:
+                        index = self.indices[key] = IntervalIndex()
+                    index.add_coded(part)
+                counters.intervals_added += added
+                counters.units_evaluated += len(old) + len(new)
+                counters.compiled_commits += 1
+                return old, new
         old = self._evaluate(store, True, root, False, stats, counters, complements)
         new = self._evaluate(store, False, root, True, stats, counters, complements)
         return old, new

@@ -167,7 +167,8 @@ class SensitivityStratum:
             m = head.maintainer
             if not changed & m.inputs:
                 continue
-            old, new = m.maintain(store, changed, stats, counters)
+            old, new = m.maintain(store, changed, stats, counters,
+                                  self.prog if self.compiled else None)
             for row, w in head.contributions(old, new).items():
                 combined[head.pred][row] += w
         out: dict[str, Delta] = {}

@@ -1,0 +1,166 @@
+"""One index of a versioned relation (its columns in one order) as sorted code arrays, in
+the two versions a commit's maintenance reads (Veldhuizen 2014, §3.3: the current version
+and the one before the last commit), without copying the relation at a commit.
+
+A version is ``base − minus ∪ plus``: ``base`` the rows as of the last fold (sorted,
+distinct), ``minus`` the rows of base it lacks and ``plus`` the rows it holds beyond base
+(both sorted, small). A commit changes the two small arrays (O(change + overlay)); past
+a share of base (``FOLD_SHARE``, at least ``FOLD_MIN`` rows) they are folded into a new
+base (O(n) once per Ω(n) changed rows). The previous version is the same base with the
+overlay it had, or, after a fold, with the commit's rows undone (its inserted rows in
+minus, its erased rows in plus). The compiled join of commits
+(``deltalog.engine.ivm.kernels``) reads a version as the three arrays.
+
+Codes are those of ``deltalog.engine.columnar.encoding`` for ints and floats (the values
+themselves, and the floats' ordered bits): they need no dictionary, so an index is coded
+alike by every rule that reads it. A relation with a string column keeps no coded index
+(its codes would change with every new string); nor one that receives an int beyond 64
+bits or at the ends of the code range (``code`` says None, and the relation drops it).
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deltalog.engine.columnar import kernels
+from deltalog.engine.columnar.encoding import float_codes
+from deltalog.engine.columnar.rows import sorted_distinct
+from deltalog.engine.values import Row
+
+I64 = NDArray[np.int64]
+
+# The overlay is folded into base past max(FOLD_MIN, len(base) >> FOLD_SHARE) rows.
+FOLD_MIN = 4096
+FOLD_SHARE = 5
+CODED_TYPES = ("int", "float")
+_LO, _HI = int(kernels.BOT), int(kernels.TOP)
+
+
+def code_rows(rows: Sequence[Row], types: Sequence[str]) -> I64 | None:
+    """The codes of ``rows`` (columns of ``types``, int or float), sorted and distinct;
+    None when a value has no code strictly inside the code range."""
+    k = len(types)
+    if not rows:
+        return np.zeros((0, k), np.int64)
+    out = np.empty((len(rows), k), np.int64)
+    for j, typ in enumerate(types):
+        column = [r[j] for r in rows]
+        if typ == "float":
+            out[:, j] = float_codes(np.array(column, np.float64))
+        else:
+            try:
+                out[:, j] = np.array(column, np.int64)
+            except OverflowError:
+                return None
+    if ((out == _LO) | (out == _HI)).any():
+        return None  # (the join's sentinels for −inf and +inf)
+    return sorted_distinct(out)
+
+
+def _minus(a: I64, b: I64) -> I64:
+    """The rows of ``a`` not in ``b`` (both sorted, distinct)."""
+    if not len(a) or not len(b):
+        return a
+    return np.ascontiguousarray(a[~kernels.has_prefix(b, a)])
+
+
+def _both(a: I64, b: I64) -> I64:
+    """The rows of ``a`` also in ``b``."""
+    if not len(a) or not len(b):
+        return a[:0]
+    return np.ascontiguousarray(a[kernels.has_prefix(b, a)])
+
+
+def _union(a: I64, b: I64) -> I64:
+    if not len(b):
+        return a
+    if not len(a):
+        return b
+    return kernels.merge_rows(a, b)  # type: ignore[no-any-return]
+
+
+class CodedIndex:
+    """See the module. ``types``: the index's column types (int or float), in its order."""
+
+    __slots__ = ("base", "minus", "old_minus", "old_plus", "plus", "types")
+
+    def __init__(self, types: Sequence[str], base: I64):
+        """``base``: the relation's rows coded, sorted and distinct."""
+        if any(t not in CODED_TYPES for t in types):
+            raise ValueError(f"a coded index of {list(types)} columns")
+        self.types = tuple(types)
+        self.base = np.ascontiguousarray(base, np.int64).reshape(len(base), len(types))
+        empty = self.base[:0]
+        self.minus = self.plus = self.old_minus = self.old_plus = empty
+
+    def __len__(self) -> int:
+        return len(self.base) - len(self.minus) + len(self.plus)
+
+    def version(self, old: bool) -> tuple[I64, I64, I64]:
+        """(base, minus, plus) of the current version, or of the previous one."""
+        if old:
+            return self.base, self.old_minus, self.old_plus
+        return self.base, self.minus, self.plus
+
+    def rows(self, old: bool = False) -> I64:
+        """A version's rows as one sorted array (a copy: for tests and rebuilds)."""
+        base, minus, plus = self.version(old)
+        return _union(_minus(base, minus), plus)
+
+    def commit(self, inserted: Sequence[Row], erased: Sequence[Row]) -> bool:
+        """Apply a commit's effective change (rows in this index's column order: inserted
+        ones absent before, erased ones present); False when a row has no code (the
+        index is then stale: the caller drops it)."""
+        ins = code_rows(inserted, self.types)
+        era = code_rows(erased, self.types)
+        if ins is None or era is None:
+            return False
+        base, minus, plus = self.base, self.minus, self.plus
+        new_minus = _minus(_union(minus, _both(era, base)), ins)
+        new_plus = _union(_minus(plus, era), _minus(ins, base))
+        if len(new_minus) + len(new_plus) > max(FOLD_MIN, len(base) >> FOLD_SHARE):
+            self.base = _union(_minus(base, new_minus), new_plus)
+            self.minus = self.plus = self.base[:0]
+            self.old_minus, self.old_plus = ins, era  # the commit undone
+        else:
+            self.old_minus, self.old_plus = minus, plus
+            self.minus, self.plus = new_minus, new_plus
+        return True
+
+    def settle(self) -> None:
+        """Forget the previous version."""
+        self.old_minus, self.old_plus = self.minus, self.plus
+
+    # -- persistence (a state is saved settled) ---------------------------------------------
+    def __getstate__(self) -> list[Any]:
+        return [list(self.types), self.base, self.minus, self.plus]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        types, base, minus, plus = state
+        k = len(types)
+        if any(t not in CODED_TYPES for t in types) or any(
+            a.dtype != np.int64 or a.ndim != 2 or a.shape[1] != k for a in (base, minus, plus)
+        ):
+            raise ValueError("a coded index whose arrays do not match its columns")
+        self.types = tuple(types)
+        self.base = np.ascontiguousarray(base)
+        self.minus = np.ascontiguousarray(minus)
+        self.plus = np.ascontiguousarray(plus)
+        self.old_minus, self.old_plus = self.minus, self.plus
+
+
+def coded_index(types: Sequence[str], rows: Iterable[Row], inserted: Sequence[Row],
+                erased: Sequence[Row]) -> CodedIndex | None:
+    """An index of current ``rows`` (in its column order) whose previous version lacked
+    ``inserted`` and held ``erased`` (the last commit's change, in the same order); None
+    when a value has no code."""
+    base = code_rows(list(rows), types)
+    ins = code_rows(inserted, types)
+    era = code_rows(erased, types)
+    if base is None or ins is None or era is None:
+        return None
+    index = CodedIndex(types, base)
+    index.old_minus, index.old_plus = ins, era
+    return index
