@@ -38,13 +38,13 @@ CODED_TYPES = ("int", "float")
 _LO, _HI = int(kernels.BOT), int(kernels.TOP)
 
 
-def code_rows(rows: Sequence[Row], types: Sequence[str]) -> I64 | None:
-    """The codes of ``rows`` (columns of ``types``, int or float), sorted and distinct;
-    None when a value has no code strictly inside the code range."""
+def code_columns(rows: Sequence[Sequence[Any]], types: Sequence[str]) -> I64 | None:
+    """The codes of ``rows`` (their first ``len(types)`` values, of those types: int or
+    float), row by row; None when a value has no code strictly inside the code range."""
     k = len(types)
-    if not rows:
-        return np.zeros((0, k), np.int64)
     out = np.empty((len(rows), k), np.int64)
+    if not rows:
+        return out
     for j, typ in enumerate(types):
         column = [r[j] for r in rows]
         if typ == "float":
@@ -56,7 +56,13 @@ def code_rows(rows: Sequence[Row], types: Sequence[str]) -> I64 | None:
                 return None
     if ((out == _LO) | (out == _HI)).any():
         return None  # (the join's sentinels for −inf and +inf)
-    return sorted_distinct(out)
+    return out
+
+
+def code_rows(rows: Sequence[Row], types: Sequence[str]) -> I64 | None:
+    """``code_columns`` of ``rows``, sorted and distinct."""
+    out = code_columns(rows, types)
+    return None if out is None else sorted_distinct(out)
 
 
 def _minus(a: I64, b: I64) -> I64:

@@ -167,6 +167,24 @@ def _stab(ctx, bcols, lo, hi, tree, bvals, qlo, qhi):
 
 
 @njit(cache=True, nogil=True)
+def _stab_many(ctx, bcols, lo, hi, tree, bvals, qlo, qhi, ok):
+    """``_stab`` for every query q with ``ok[q]``: the positions found, concatenated."""
+    out = np.empty(16, np.int64)
+    n = 0
+    for q in range(qlo.shape[0]):
+        if not ok[q]:
+            continue
+        got = _stab(ctx, bcols, lo, hi, tree, bvals[q], qlo[q], qhi[q])
+        if n + got.shape[0] > out.shape[0]:
+            grown = np.empty(2 * (n + got.shape[0]), np.int64)
+            grown[:n] = out[:n]
+            out = grown
+        out[n : n + got.shape[0]] = got
+        n += got.shape[0]
+    return out[:n]
+
+
+@njit(cache=True, nogil=True)
 def _max_tree(hi):
     blocks = max((hi.shape[0] + BLOCK - 1) // BLOCK, 1)
     width = 1
@@ -331,6 +349,37 @@ class CodedIntervals:
         if dead or killed:
             return [p for p in found if p not in killed and p not in dead]
         return found  # type: ignore[no-any-return]
+
+    def stab_codes(self, bvals: I64, xs: I64) -> tuple[I64, I64, I64]:
+        """Stab the live intervals of bucket ``bvals[q]`` (codes of the bucket's columns,
+        a part of int and float columns only) at ``xs[q]`` (codes) for every query q at
+        once, and kill those found: their contexts, lows and highs as int64 codes (ends
+        ``BOT``/``TOP``), each interval once."""
+        width = len(self.types)
+        none = (np.zeros((0, width), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if not self.live or not len(xs):
+            return none
+        qlo = xs
+        qhi = xs
+        ok = np.ones(len(xs), np.bool_)
+        if self.lo.dtype == np.int32:
+            for j in range(bvals.shape[1]):
+                ok &= (bvals[:, j] > _N_MIN) & (bvals[:, j] < _N_MAX)
+            qlo = np.clip(xs, _N_MIN, _N_MAX - 1)
+            qhi = np.clip(xs, _N_MIN + 1, _N_MAX)
+        found = _stab_many(self.ctx, self.bcols, self.lo, self.hi, self.tree,
+                           np.ascontiguousarray(bvals, np.int64), qlo, qhi, ok)
+        if not len(found):
+            return none
+        found = np.unique(found)  # one interval may hold two points asked
+        gone = self._dead | self._killed
+        if gone:
+            found = np.array([p for p in found.tolist() if p not in gone], np.int64)
+        for p in found.tolist():
+            self._killed.add(p)
+        self.live -= len(found)
+        return (_widened(self.ctx[found], False).reshape(len(found), width),
+                _widened(self.lo[found], True), _widened(self.hi[found], True))
 
     def _end(self, code: int) -> Any:
         narrow = self.lo.dtype == np.int32

@@ -31,14 +31,13 @@ from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
-from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_codes, float_values
+from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values
 from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
-from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex
+from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex, code_columns
 from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals, Record
-from deltalog.engine.ivm.kernels import lftj_versions
-from deltalog.engine.ivm.oracle import OracleNode
+from deltalog.engine.ivm.kernels import build_oracle, lftj_versions
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
@@ -375,11 +374,11 @@ class CommitJoin:
         shims = [_Perms(len(a.vars)) for a in prep.atoms]
         args, slots, atom_of = rule.kernel_args(kplan, shims)  # type: ignore[arg-type]
         self.atoms: list[tuple[str, tuple[int, ...]]] = []
-        for a in atom_of:
-            perm = shims[a].asked[0]
-            if perm != plan.perms[a]:
+        for k in atom_of:
+            perm = shims[k].asked[0]
+            if perm != plan.perms[k]:
                 raise NotColumnar("a column order the compiled join does not follow")
-            self.atoms.append((prep.atoms[a].pred, perm))
+            self.atoms.append((prep.atoms[k].pred, perm))
         self._types = {(pred, perm): [prog.schemas[pred].columns[c].type for c in perm]
                        for pred, perm in self.atoms}
         # the plan's arrays, after the relations (less the lower bounds: the checks they
@@ -401,11 +400,12 @@ class CommitJoin:
         """The types of the columns of one of those indexes, in its order."""
         return self._types[(pred, perm)]
 
-    def evaluate(self, store: RelationStore, root: OracleNode, old: bool, record: bool,
-                 stats: JoinStats) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals],
-                                            int]:
-        """The units of the body (the old or the new versions) inside the oracle ``root``,
-        and with ``record`` its intervals as parts by index key, and how many."""
+    def evaluate(self, store: RelationStore, oracle: tuple[NDArray[np.int64], ...], old: bool,
+                 record: bool, stats: JoinStats
+                 ) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], int]:
+        """The units of the body (the old or the new versions) inside the ``oracle``
+        (``Regions.flat``), and with ``record`` its intervals as parts by index key, and
+        how many."""
         if self.never:
             return {}, {}, 0
         versions = []
@@ -414,10 +414,9 @@ class CommitJoin:
             if coded is None:
                 raise NotColumnar(f"{pred} keeps no coded index")
             versions.append(coded.version(old))  # type: ignore[attr-defined]
-        oracle = _flat_oracle(root, self.types)
         counters = np.zeros(4, np.int64)
         rec0 = np.empty((1024 if record else 0, 3 + len(self.types)), np.int64)
-        out, n, rec, rn = lftj_versions(
+        out, n, rec, rn = lftj_versions(  # type: ignore[call-arg]
             tuple(v[0] for v in versions), tuple(v[1] for v in versions),
             tuple(v[2] for v in versions), *self.args, counters, *oracle, self.slot_rec,
             rec0)
@@ -443,42 +442,78 @@ def _values(codes: NDArray[np.int64], typ: str) -> list[Any]:
     return float_values(codes).tolist() if typ == "float" else codes.tolist()
 
 
-def _code(value: Any, typ: str) -> int:
-    """The code of an oracle's end (``BOTTOM``/``TOP``: the kernels' ``BOT``/``TOP``)."""
-    if value is BOTTOM:
-        return int(kernels.BOT)
-    if value is TOP:
-        return int(kernels.TOP)
-    if typ == "float":
-        return int(float_codes(np.array([float(value)], np.float64))[0])
-    if not kernels.BOT < value < kernels.TOP:
-        raise NotColumnar(f"{value!r} has no code inside the 64-bit range")
-    return int(value)
+def _end_codes(values: list[Any], typ: str) -> NDArray[np.int64]:
+    """Codes of interval ends (``BOTTOM``/``TOP``: the kernels' ``BOT``/``TOP``)."""
+    out = np.empty(len(values), np.int64)
+    inner = [i for i, v in enumerate(values) if v is not BOTTOM and v is not TOP]
+    for i, v in enumerate(values):
+        if v is BOTTOM:
+            out[i] = kernels.BOT
+        elif v is TOP:
+            out[i] = kernels.TOP
+    if inner:
+        got = code_columns([(values[i],) for i in inner], [typ])
+        if got is None:
+            raise NotColumnar("an interval end with no code")
+        out[inner] = got[:, 0]
+    return out
 
 
-def _flat_oracle(root: OracleNode, types: Sequence[str]) -> tuple[NDArray[np.int64], ...]:
-    """The oracle trie as arrays (``deltalog.engine.ivm.kernels``): per node the range of
-    its segments, per segment its ends and its child node (-1: all below)."""
-    nodes: list[tuple[OracleNode, int]] = [(root, 0)]
-    start: list[int] = []
-    end: list[int] = []
-    lo: list[int] = []
-    hi: list[int] = []
-    child: list[int] = []
-    i = 0
-    while i < len(nodes):
-        node, level = nodes[i]
-        i += 1
-        start.append(len(lo))
-        typ = types[level]
-        for a, b, sub in node.segments:
-            lo.append(_code(a, typ))
-            hi.append(_code(b, typ))
-            if sub is None:
-                child.append(-1)
+class Regions:
+    """The regions of a commit's change oracle, on codes (``build_oracle``): a region
+    fixes the first levels of the rule's order and gives an interval on the next one;
+    one that fixes the existential level or more is widened to the whole subtree of its
+    first ``exist`` values (``deltalog.engine.ivm.rule.RuleMaintainer.maintain``)."""
+
+    def __init__(self, types: Sequence[str], exist: int):
+        self.types = list(types)
+        self.exist = exist
+        self.parts: list[tuple[NDArray[np.int64], ...]] = []
+        self.plain: list[tuple[tuple[Any, ...], Any, Any]] = []
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def coded(self, ctx: NDArray[np.int64], lo: NDArray[np.int64],
+              hi: NDArray[np.int64]) -> None:
+        """Regions of coded contexts (the values of the levels before theirs) and ends."""
+        m, width = ctx.shape
+        e = self.exist
+        vals = np.zeros((m, e), np.int64)
+        if width >= e:
+            vals[:] = ctx[:, :e]
+            lo = np.full(m, kernels.BOT, np.int64)
+            hi = np.full(m, kernels.TOP, np.int64)
+        else:
+            vals[:, :width] = ctx
+        self.parts.append((np.full(m, min(width, e), np.int64), vals, lo, hi))
+        self.count += m
+
+    def values(self, prefix: tuple[Any, ...], lo: Any, hi: Any) -> None:
+        """A region of values (coded with the others, by ``flat``)."""
+        self.plain.append((prefix, lo, hi))
+        self.count += 1
+
+    def flat(self) -> tuple[NDArray[np.int64], ...]:
+        """The oracle's flat trie (``deltalog.engine.ivm.kernels.build_oracle``)."""
+        by_width: dict[int, list[tuple[tuple[Any, ...], Any, Any]]] = {}
+        for region in self.plain:
+            by_width.setdefault(min(len(region[0]), self.exist), []).append(region)
+        for width, regions in by_width.items():
+            if width >= self.exist:
+                prefixes = [r[0][: self.exist] for r in regions]
+                lo = [BOTTOM] * len(regions)
+                hi = [TOP] * len(regions)
             else:
-                child.append(len(nodes))
-                nodes.append((sub, level + 1))
-        end.append(len(lo))
-    return (np.array(start, np.int64), np.array(end, np.int64), np.array(lo, np.int64),
-            np.array(hi, np.int64), np.array(child, np.int64))
+                prefixes = [r[0] for r in regions]
+                lo = [r[1] for r in regions]
+                hi = [r[2] for r in regions]
+            ctx = code_columns(prefixes, self.types[:width])
+            if ctx is None:
+                raise NotColumnar("a region with no code")
+            typ = self.types[width] if width < len(self.types) else "int"
+            self.coded(ctx, _end_codes(lo, typ), _end_codes(hi, typ))
+        self.plain = []
+        plen, vals, lo_, hi_ = (np.concatenate(c) for c in zip(*self.parts, strict=True))
+        return build_oracle(plen, vals, lo_, hi_)  # type: ignore[no-any-return]

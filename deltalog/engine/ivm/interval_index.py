@@ -529,6 +529,26 @@ class IntervalIndex:
                     self._removed.append(uid)
         return out
 
+    def stab_codes(self, bvals: Any, xs: Any, buckets: list[tuple[Any, ...]],
+                   points: list[Any]) -> tuple[list[tuple[Any, Any, Any]], list[Any]]:
+        """``stab`` for many points at once on an index whose parts are on arrays (int and
+        float columns): query q is bucket ``buckets[q]`` and point ``points[q]``, coded
+        ``bvals[q]`` and ``xs[q]``. Returns the found intervals of the arrays as coded
+        (contexts, lows, highs) triples, one per part, and the treap's as (lo, hi, payload)
+        values; every one removed."""
+        coded = []
+        for part in [self.static, *self.levels]:
+            if part is not None:
+                assert type(part) is CodedIntervals
+                got = part.stab_codes(bvals, xs)
+                if len(got[1]):
+                    coded.append(got)
+        plain: list[Any] = []
+        if len(self.dynamic):
+            for bucket, x in zip(buckets, points, strict=True):
+                plain += self.stab(bucket, x)  # (the parts found nothing more)
+        return coded, plain
+
     def intervals(self) -> list[Record]:
         """Every live interval (for tests and inspection)."""
         out = self.static.live_records() if self.static is not None else []

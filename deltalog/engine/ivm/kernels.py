@@ -340,3 +340,101 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                 break
         entering = False
     return out, n, rec, rn
+
+
+@njit(cache=True, nogil=True)
+def build_oracle(plen, vals, lo, hi):
+    """The change oracle of regions as the flat trie ``lftj_versions`` reads (see the
+    module): region r fixes the first ``plen[r]`` levels to ``vals[r, :plen[r]]`` and
+    gives [lo[r], hi[r]] on the next (``deltalog.engine.ivm.oracle.ChangeOracle.add``, on
+    codes). At each node the intervals are merged (overlapping or sharing an end), and a
+    fixed value deeper regions go through is a point segment with a child node unless a
+    merged interval holds it (everything below is in the oracle then).
+    Returns (o_start, o_end, o_lo, o_hi, o_child)."""
+    r_n = plen.shape[0]
+    e = vals.shape[1]
+    keys = np.empty((r_n, e + 1), np.int64)
+    for r in range(r_n):
+        for j in range(e):
+            keys[r, j] = vals[r, j] if j < plen[r] else BOT
+        keys[r, e] = lo[r]
+    order = np.arange(r_n)
+    if r_n > 1:
+        # a lexicographic sort: stable sorts from the last key to the first
+        for j in range(e, -1, -1):
+            col = keys[order, j]
+            order = order[np.argsort(col, kind="mergesort")]
+    keys = keys[order]
+    his = hi[order]
+    cap = r_n * (e + 1) + 2
+    q_a = np.empty(r_n * (e + 1) + 1, np.int64)
+    q_b = np.empty(r_n * (e + 1) + 1, np.int64)
+    q_l = np.empty(r_n * (e + 1) + 1, np.int64)
+    o_start = np.empty(r_n * (e + 1) + 1, np.int64)
+    o_end = np.empty(r_n * (e + 1) + 1, np.int64)
+    o_lo = np.empty(cap, np.int64)
+    o_hi = np.empty(cap, np.int64)
+    o_child = np.empty(cap, np.int64)
+    ml = np.empty(r_n + 1, np.int64)
+    mh = np.empty(r_n + 1, np.int64)
+    q_a[0] = 0
+    q_b[0] = r_n
+    q_l[0] = 0
+    qn = 1
+    sn = 0
+    i = 0
+    while i < qn:
+        a = q_a[i]
+        b = q_b[i]
+        level = q_l[i]
+        # The node's own intervals: the regions that fix no more levels.
+        a2 = a
+        if level >= e:
+            a2 = b
+        else:
+            while a2 < b and keys[a2, level] == BOT:
+                a2 += 1
+        nm = 0
+        for r in range(a, a2):
+            x = keys[r, e]
+            y = his[r]
+            if nm > 0 and x <= mh[nm - 1]:
+                if y > mh[nm - 1]:
+                    mh[nm - 1] = y
+            else:
+                ml[nm] = x
+                mh[nm] = y
+                nm += 1
+        o_start[i] = sn
+        k = 0
+        r = a2
+        while r < b or k < nm:
+            # the next child group's value, if any
+            v = 0
+            g_end = r
+            if r < b:
+                v = keys[r, level]
+                g_end = r + 1
+                while g_end < b and keys[g_end, level] == v:
+                    g_end += 1
+            if r < b and (k >= nm or v < ml[k]):
+                o_lo[sn] = v
+                o_hi[sn] = v
+                o_child[sn] = qn
+                q_a[qn] = r
+                q_b[qn] = g_end
+                q_l[qn] = level + 1
+                qn += 1
+                sn += 1
+                r = g_end
+            elif r < b and v <= mh[k]:
+                r = g_end  # inside the interval: its subtree is in the oracle already
+            else:
+                o_lo[sn] = ml[k]
+                o_hi[sn] = mh[k]
+                o_child[sn] = -1
+                sn += 1
+                k += 1
+        o_end[i] = sn
+        i += 1
+    return o_start[:qn], o_end[:qn], o_lo[:sn], o_hi[:sn], o_child[:sn]

@@ -15,16 +15,18 @@ either t or s makes (a row of T \\ S can appear at any depth when a deeper row o
 inserted or of s erased, so t's and s's own surgeries would not do).
 """
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from collections.abc import Set as AbstractSet
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar.encoding import NotColumnar
-from deltalog.engine.columnar.versions import coded_index
+from deltalog.engine.columnar.versions import code_columns, coded_index
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
-from deltalog.engine.ivm.compiled import CommitJoin, record_body
+from deltalog.engine.ivm.compiled import CommitJoin, Regions, record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
@@ -245,30 +247,19 @@ class RuleMaintainer:
                 return False
             delta = rel.delta()
             rel.keep_coded(perm, coded_index(
-                commit.column_types(pred, perm), rel.index(perm), [permute(r, perm) for r, w in delta.items() if w > 0],
+                commit.column_types(pred, perm), rel.index(perm),
+                [permute(r, perm) for r, w in delta.items() if w > 0],
                 [permute(r, perm) for r, w in delta.items() if w < 0]))
             if rel.coded(perm) is None:
                 return False
         return True
 
-    def maintain(
-        self, store: RelationStore, changed: Collection[str], stats: JoinStats,
-        counters: WorkCounters, prog: AnalyzedProgram | None = None,
-    ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
-        """The units of the old and of the new body inside the change oracle of this
-        commit; ``changed`` names the relations with a non-empty delta. With ``prog``, on
-        the compiled join where the rule allows it (``deltalog.engine.ivm.compiled``)."""
-        oracle = ChangeOracle()
-        e = self.plan.exist_level
-
-        def region(prefix: tuple[Any, ...], lo: Any, hi: Any) -> None:
-            if len(prefix) >= e:  # widen regions on existential variables
-                oracle.add_subtree(prefix[:e])
-            else:
-                oracle.add(prefix, lo, hi)
-
+    @staticmethod
+    def _surgeries(store: RelationStore, counters: WorkCounters
+                   ) -> Callable[[str, tuple[int, ...]], list[Any]]:
+        """``ops(pred, perm)``: the tree surgery of ``pred``'s last commit in ``perm`` order
+        (made once per commit and column order)."""
         surgeries: dict[tuple[str, tuple[int, ...]], list[Any]] = {}
-        complements: dict[int, Complement] = {}
 
         def ops(pred: str, perm: tuple[int, ...]) -> list[Any]:
             got = surgeries.get((pred, perm))
@@ -279,6 +270,85 @@ class RuleMaintainer:
                 surgeries[(pred, perm)] = got
                 counters.surgeries += len(got)
             return got
+
+        return ops
+
+    def _maintain_compiled(
+        self, store: RelationStore, changed: Collection[str], stats: JoinStats,
+        counters: WorkCounters, commit: CommitJoin,
+    ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
+        """``maintain`` on codes: each index stabbed once with every point of the commit's
+        surgeries, the oracle built from the coded regions, the old and new body
+        evaluated inside it on the compiled join, the new one's intervals kept as parts
+        on arrays."""
+        ops = self._surgeries(store, counters)
+        regions = Regions(commit.types, self.plan.exist_level)
+        for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
+                                    strict=True):
+            if a.pred not in changed:
+                continue
+            atom_ops = ops(a.pred, perm)
+            if not indexed:  # the atom's variables are the first of the order
+                for op in atom_ops:
+                    regions.values(op.path[: op.depth], op.path[op.depth], op.path[op.depth])
+                continue
+            types = commit.column_types(a.pred, perm)
+            by_depth: dict[int, list[tuple[Any, ...]]] = {}
+            for op in atom_ops:
+                by_depth.setdefault(op.depth, []).append(op.path)
+            for d, paths in by_depth.items():
+                tree = self.indices.get(("atom", a.index, d))
+                if tree is None:
+                    continue
+                coded = code_columns(paths, types[: d + 1])
+                if coded is None:  # (a coded relation's rows all have codes)
+                    raise AssertionError(f"a row of {a.pred} with no code")
+                found, plain = tree.stab_codes(
+                    np.ascontiguousarray(coded[:, :d]), np.ascontiguousarray(coded[:, d]),
+                    [p[:d] for p in paths], [p[d] for p in paths])
+                for ctx, lo, hi in found:
+                    counters.intervals_matched += len(lo)
+                    regions.coded(ctx, lo, hi)
+                for lo, hi, rule_prefix in plain:
+                    counters.intervals_matched += 1
+                    regions.values(rule_prefix, lo, hi)
+        if not len(regions):
+            return {}, {}
+        counters.oracle_regions += len(regions)
+        oracle = regions.flat()
+        old, _, _ = commit.evaluate(store, oracle, True, False, stats)
+        new, parts, added = commit.evaluate(store, oracle, False, True, stats)
+        for key, part in parts.items():
+            index = self.indices.get(key)
+            if index is None:
+                index = self.indices[key] = IntervalIndex()
+            index.add_coded(part)
+        counters.intervals_added += added
+        counters.units_evaluated += len(old) + len(new)
+        counters.compiled_commits += 1
+        return old, new
+
+    def maintain(
+        self, store: RelationStore, changed: Collection[str], stats: JoinStats,
+        counters: WorkCounters, prog: AnalyzedProgram | None = None,
+    ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
+        """The units of the old and of the new body inside the change oracle of this
+        commit; ``changed`` names the relations with a non-empty delta. With ``prog``, on
+        the compiled join where the rule allows it (``deltalog.engine.ivm.compiled``)."""
+        commit = self._commit_join(prog)
+        if type(commit) is CommitJoin and self._coded_versions(store, commit):
+            return self._maintain_compiled(store, changed, stats, counters, commit)
+        oracle = ChangeOracle()
+        e = self.plan.exist_level
+
+        def region(prefix: tuple[Any, ...], lo: Any, hi: Any) -> None:
+            if len(prefix) >= e:  # widen regions on existential variables
+                oracle.add_subtree(prefix[:e])
+            else:
+                oracle.add(prefix, lo, hi)
+
+        complements: dict[int, Complement] = {}
+        ops = self._surgeries(store, counters)
 
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):
@@ -330,23 +400,6 @@ class RuleMaintainer:
         counters.oracle_regions += oracle.regions
         root = oracle.finish()
         self.last_oracle = root
-        commit = self._commit_join(prog)
-        if type(commit) is CommitJoin and self._coded_versions(store, commit):
-            try:
-                old, _, _ = commit.evaluate(store, root, True, False, stats)
-                new, parts, added = commit.evaluate(store, root, False, True, stats)
-            except NotColumnar:
-                pass  # a value the oracle holds has no code: this commit on tuples
-            else:
-                for key, part in parts.items():
-                    index = self.indices.get(key)
-                    if index is None:
-                        index = self.indices[key] = IntervalIndex()
-                    index.add_coded(part)
-                counters.intervals_added += added
-                counters.units_evaluated += len(old) + len(new)
-                counters.compiled_commits += 1
-                return old, new
         old = self._evaluate(store, True, root, False, stats, counters, complements)
         new = self._evaluate(store, False, root, True, stats, counters, complements)
         return old, new
