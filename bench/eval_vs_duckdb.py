@@ -18,6 +18,7 @@ import argparse
 import gc
 import os
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -105,6 +106,21 @@ class Workload:
     relation: str
     tables: dict[str, pa.Table]
     sql: str
+    changing: str = "edge"  # the table the 10+10 change edits
+
+    def change(self, seed: int = 7) -> dict[Row, int]:
+        """10 rows of ``changing`` deleted and 10 new ones inserted (each column's value
+        drawn from the values the column holds), seeded."""
+        rng = random.Random(seed)
+        present = _rows(self.tables[self.changing])
+        held = set(present)
+        columns = list(zip(*present, strict=True))
+        batch: dict[Row, int] = dict.fromkeys(rng.sample(present, 10), -1)
+        while len(batch) < 20:
+            row = tuple(rng.choice(c) for c in columns)
+            if row not in held and row not in batch and row[0] != row[1]:
+                batch[row] = 1
+        return batch
 
     def rows_in(self) -> int:
         return sum(t.num_rows for t in self.tables.values())
@@ -121,6 +137,8 @@ class Result:
     load: float  # the incremental engine's first load (IncrementalEngine, "auto")
     duckdb: float
     duckdb_one_thread: float
+    commit: float  # the incremental engine's 10+10 commit after the load
+    recompute: float  # DuckDB's evaluation after the same change
 
 
 def random_edges(nodes: int, edges: int, seed: int) -> pa.Table:
@@ -230,6 +248,7 @@ def workloads(quick: bool) -> list[Workload]:
             "reaches",
             debian_tables(sections),
             DEBIAN_SQL,
+            "depends",
         ),
     ]
     return out
@@ -291,10 +310,11 @@ def run_workload(w: Workload, con: duckdb.DuckDBPyConnection, tuples: bool) -> R
 
     engine, load_s = timed_adaptive(load, budget=5.0)
     loaded = engine.relation(w.relation)
-    del engine
+    assert loaded == mine, f"{w.name}: the incremental engine's load and evaluate() differ"
+    commit_s, recompute_s = _ten_and_ten(w, con, engine)
+    del engine, loaded
     gc.unfreeze()  # each load froze what was alive (its own state): let it go now
     gc.collect()
-    assert loaded == mine, f"{w.name}: the incremental engine's load and evaluate() differ"
     _, duck_s = timed_adaptive(duck, budget=5.0)
     threads = _scalar(con, "SELECT current_setting('threads')")
     con.execute("SET threads = 1")
@@ -310,7 +330,48 @@ def run_workload(w: Workload, con: duckdb.DuckDBPyConnection, tuples: bool) -> R
         missing, extra = sorted(theirs - mine)[:5], sorted(mine - theirs)[:5]
         raise AssertionError(f"{w.name}: results differ; missing {missing}, extra {extra}")
     return Result(w.name, w.rows_in(), count, ours_s, rows_s, tuples_s, load_s, duck_s,
-                  duck_one_s)
+                  duck_one_s, commit_s, recompute_s)
+
+
+def _ten_and_ten(w: Workload, con: duckdb.DuckDBPyConnection,
+                 engine: IncrementalEngine) -> tuple[float, float]:
+    """The loaded engine's commit of ``w.change()`` (best of 3, each undone after, one
+    untimed change and undo first) and DuckDB's evaluation after the same change; the
+    two results' rows are compared, then DuckDB's table is changed back."""
+    batch = w.change()
+    undo = {row: -sign for row, sign in batch.items()}
+    name = w.changing
+    engine.apply({name: dict(w.change(seed=8))})  # untimed: numba's kernels loaded
+    engine.apply({name: {row: -sign for row, sign in w.change(seed=8).items()}})
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        engine.apply({name: batch})
+        best = min(best, time.perf_counter() - start)
+        engine.apply({name: undo})
+    engine.apply({name: batch})
+    cols = w.tables[name].column_names
+    where = " AND ".join(f"{c} = ?" for c in cols)
+    for row, sign in batch.items():
+        if sign < 0:
+            con.execute(f"DELETE FROM {name} WHERE {where}", list(row))
+        else:
+            con.execute(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in cols)})",
+                        list(row))
+    _, recompute_s = timed_adaptive(
+        lambda: con.execute(f"CREATE OR REPLACE TABLE result AS {w.sql}").fetchall(),
+        budget=5.0)
+    theirs = set(con.execute("SELECT * FROM result").fetchall())
+    mine = engine.relation(w.relation)
+    assert mine == theirs, (f"{w.name}: after the 10+10 change ours has {len(mine)} rows, "
+                            f"DuckDB {len(theirs)}")
+    for row, sign in batch.items():  # DuckDB's tables as they were
+        if sign > 0:
+            con.execute(f"DELETE FROM {name} WHERE {where}", list(row))
+        else:
+            con.execute(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in cols)})",
+                        list(row))
+    return best, recompute_s
 
 
 def run(quick: bool = False, out: Callable[[str], None] = print,
@@ -340,7 +401,9 @@ def run(quick: bool = False, out: Callable[[str], None] = print,
     out("or DBSP state built, the store filled: a columnar stratum's relations kept as its")
     out("codes, read as rows on demand); duckdb = CREATE TABLE result AS <query> over")
     out("tables already loaded. Best of 3 under 5 s (the tuple evaluator: one run). Every")
-    out("answer equals DuckDB's (asserted).")
+    out("answer equals DuckDB's (asserted). 10+10 commit = the loaded engine's apply() of 10")
+    out("deleted and 10 new rows of one table (best of 3, each undone after); duckdb after")
+    out("it = DuckDB's evaluation of the changed tables, whose rows equal ours (asserted).")
     out(f"peak RSS of the process: {peak_rss_mb():,.0f} MiB")
     return results
 
@@ -359,6 +422,9 @@ HEADERS: Sequence[str] = (
     "duckdb 1 thread (s)",
     "ours/duckdb 1 thread",
     "tuples/ours",
+    "10+10 commit (ms)",
+    "duckdb after it (s)",
+    "duckdb/commit",
 )
 
 
@@ -377,6 +443,9 @@ def _row(r: Result) -> list[object]:
         r.duckdb_one_thread,
         f"{r.ours / r.duckdb_one_thread:.1f}x",
         "-" if r.tuples is None else f"{r.tuples / r.ours:.0f}x",
+        round(r.commit * 1e3, 2),
+        r.recompute,
+        f"{r.recompute / r.commit:.0f}x",
     ]
 
 
