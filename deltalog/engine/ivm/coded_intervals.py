@@ -31,6 +31,7 @@ are from save to save; the killed positions are a chain of small deltas, and pas
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -167,8 +168,9 @@ def _stab(ctx, bcols, lo, hi, tree, bvals, qlo, qhi):
 
 
 @njit(cache=True, nogil=True)
-def _stab_many(ctx, bcols, lo, hi, tree, bvals, qlo, qhi, ok):
-    """``_stab`` for every query q with ``ok[q]``: the positions found, concatenated."""
+def _stab_many(ctx, bcols, lo, hi, tree, bvals, qlo, qhi, ok, alive):
+    """``_stab`` for every query q with ``ok[q]``: the positions ``alive`` found, each
+    once (it is marked dead as it is found), in the order found."""
     out = np.empty(16, np.int64)
     n = 0
     for q in range(qlo.shape[0]):
@@ -179,8 +181,11 @@ def _stab_many(ctx, bcols, lo, hi, tree, bvals, qlo, qhi, ok):
             grown = np.empty(2 * (n + got.shape[0]), np.int64)
             grown[:n] = out[:n]
             out = grown
-        out[n : n + got.shape[0]] = got
-        n += got.shape[0]
+        for p in got:
+            if alive[p]:
+                alive[p] = False
+                out[n] = p
+                n += 1
     return out[:n]
 
 
@@ -200,6 +205,139 @@ def _max_tree(hi):
         b = tree[2 * node + 1]
         tree[node] = a if a > b else b
     return tree
+
+
+@njit(cache=True, nogil=True)
+def _stab_young(ctx, lo, hi, alive, n, bcols, bvals, qlo, qhi):
+    """The live rows of the first ``n`` (unsorted) whose bucket columns equal ``bvals[q]``
+    with lo ≤ ``qlo[q]`` and hi ≥ ``qhi[q]``, for every query q: each once (marked dead as
+    it is found), in the order found. A scan: for a few thousand rows at most."""
+    out = np.empty(16, np.int64)
+    m = 0
+    nb = bcols.shape[0]
+    for q in range(qlo.shape[0]):
+        x = qlo[q]
+        y = qhi[q]
+        for p in range(n):
+            if not alive[p] or lo[p] > x or hi[p] < y:
+                continue
+            same = True
+            for j in range(nb):
+                if ctx[p, bcols[j]] != bvals[q, j]:
+                    same = False
+                    break
+            if not same:
+                continue
+            alive[p] = False
+            if m == out.shape[0]:
+                grown = np.empty(2 * m, np.int64)
+                grown[:m] = out
+                out = grown
+            out[m] = p
+            m += 1
+    return out[:m]
+
+
+@dataclass
+class Batch:
+    """Intervals of one index a commit's compiled join recorded, as int64 codes (ends
+    ``BOT``/``TOP``), in any order: the layout of a ``CodedIntervals`` (context types,
+    the ends' type, the bucket's columns) without its sorting and tree."""
+
+    types: tuple[str, ...]
+    xtype: str
+    bspec: tuple[tuple[int, Any, str], ...]
+    ctx: I64
+    lo: I64
+    hi: I64
+
+
+class Young:
+    """The intervals recent commits' compiled joins recorded into one index, kept as they
+    came (arrays grown by doubling) until ``YOUNG_MAX`` of them: a stab scans them. Past
+    that they become a sorted part (``CodedIntervals``, of int and float codes: no
+    dictionary); so a commit adds its intervals in O(their number) instead of sorting a
+    part and merging parts each time."""
+
+    __slots__ = ("alive", "bcols", "bspec", "ctx", "hi", "live", "lo", "n", "types", "xtype")
+
+    def __init__(self, batch: Batch):
+        if any(kind for kind, _, _ in batch.bspec) or any(
+                t not in ("int", "float") for t in (*batch.types, batch.xtype)):
+            raise ValueError("young intervals of int and float columns only")
+        self.types, self.xtype, self.bspec = batch.types, batch.xtype, batch.bspec
+        self.bcols = np.array([ref for _, ref, _ in batch.bspec], np.int64)
+        self.ctx = np.empty((64, len(batch.types)), np.int64)
+        self.lo = np.empty(64, np.int64)
+        self.hi = np.empty(64, np.int64)
+        self.alive = np.zeros(64, np.bool_)
+        self.n = 0
+        self.live = 0
+
+    def fits(self, batch: Batch) -> bool:
+        return (batch.types, batch.xtype, batch.bspec) == (self.types, self.xtype, self.bspec)
+
+    def add(self, batch: Batch) -> None:
+        m = len(batch.lo)
+        need = self.n + m
+        if need > len(self.lo):
+            cap = max(need, 2 * len(self.lo))
+            for name in ("ctx", "lo", "hi", "alive"):
+                old = getattr(self, name)
+                grown = np.zeros((cap, *old.shape[1:]), old.dtype)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        self.ctx[self.n : need] = batch.ctx
+        self.lo[self.n : need] = batch.lo
+        self.hi[self.n : need] = batch.hi
+        self.alive[self.n : need] = True
+        self.n = need
+        self.live += m
+
+    def stab_codes(self, bvals: I64, xs: I64, qhi: I64 | None = None
+                   ) -> tuple[I64, I64, I64]:
+        """As ``CodedIntervals.stab_codes`` (``qhi``: see ``CodeBook.query``)."""
+        found = _stab_young(self.ctx, self.lo, self.hi, self.alive, self.n, self.bcols,
+                            np.ascontiguousarray(bvals, np.int64).reshape(len(xs), -1), xs,
+                            xs if qhi is None else qhi)
+        self.live -= len(found)
+        return self.ctx[found], self.lo[found], self.hi[found]
+
+    def stab(self, bucket: tuple[Any, ...], x: Any) -> list[tuple[Any, Any, Any]]:
+        """Every live interval of ``bucket`` containing ``x`` as (lo, hi, payload), in
+        values, removed (the tuple join's stab)."""
+        book = CodeBook([])
+        codes = [book.code(v, t) for v, (_, _, t) in zip(bucket, self.bspec, strict=True)]
+        if any(c is None for c in codes):
+            return []
+        qlo, qhi = book.query(x, self.xtype)
+        ctx, lo, hi = self.stab_codes(np.array([codes], np.int64).reshape(1, len(codes)),
+                                      np.array([qlo], np.int64), np.array([qhi], np.int64))
+        return [(b, c, p) for _, b, c, p in self._records(ctx, lo, hi)]
+
+    def _records(self, ctx: I64, lo: I64, hi: I64) -> list[Record]:
+        book = CodeBook([])
+        cols = [book.values(ctx[:, j], t) for j, t in enumerate(self.types)]
+        out: list[Record] = []
+        for k, values in enumerate(zip(*cols, strict=True) if cols else [()] * len(lo)):
+            bucket = tuple(values[ref] for _, ref, _ in self.bspec)
+            ends = [BOTTOM if c == _MIN else TOP_VALUE if c == _MAX else
+                    book.value(c, self.xtype) for c in (int(lo[k]), int(hi[k]))]
+            out.append((bucket, ends[0], ends[1], tuple(values)))
+        return out
+
+    def records(self) -> list[Record]:
+        """The live intervals, as values."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        return self._records(self.ctx[keep], self.lo[keep], self.hi[keep])
+
+    def part(self) -> "CodedIntervals | None":
+        """The live intervals as a sorted part (None: none live)."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        if not len(keep):
+            return None
+        return CodedIntervals(CodeBook([]), self.types, self.xtype, self.bspec,
+                              self.ctx[keep], self.lo[keep], self.hi[keep])
 
 
 class CodeBook:
@@ -269,7 +407,8 @@ class CodedIntervals:
     (``deltalog.engine.segments.save_dead``), and past ``COMPACT_SHARE`` of the part dead
     a save writes the live intervals as a new part."""
 
-    __slots__ = ("_chain", "_dead", "_killed", "bcols", "book", "bspec", "ctx", "hi", "live",
+    __slots__ = ("_chain", "_dead", "_killed", "bcols", "book", "bspec", "ctx", "hi",
+                 "live", "live_mask",
                  "lo", "split", "tree", "types", "xtype")
 
     def __init__(self, book: CodeBook, types: Sequence[str], xtype: str,
@@ -312,6 +451,7 @@ class CodedIntervals:
         self._chain = chain  # the delta segments listing ``_dead``
         self._dead = dead  # dead when opened
         self._killed: set[int] = set()  # killed since
+        self.live_mask: NDArray[np.bool_] | None = None  # per position (``stab_codes``)
         self.live = len(self.lo) - len(dead)
 
     @property
@@ -367,16 +507,17 @@ class CodedIntervals:
                 ok &= (bvals[:, j] > _N_MIN) & (bvals[:, j] < _N_MAX)
             qlo = np.clip(xs, _N_MIN, _N_MAX - 1)
             qhi = np.clip(xs, _N_MIN + 1, _N_MAX)
+        alive = self.live_mask
+        if alive is None:
+            alive = self.live_mask = np.ones(self.n, np.bool_)
+            gone = self._dead | self._killed
+            if gone:
+                alive[np.fromiter(gone, np.int64, len(gone))] = False
         found = _stab_many(self.ctx, self.bcols, self.lo, self.hi, self.tree,
-                           np.ascontiguousarray(bvals, np.int64), qlo, qhi, ok)
+                           np.ascontiguousarray(bvals, np.int64), qlo, qhi, ok, alive)
         if not len(found):
             return none
-        found = np.unique(found)  # one interval may hold two points asked
-        gone = self._dead | self._killed
-        if gone:
-            found = np.array([p for p in found.tolist() if p not in gone], np.int64)
-        for p in found.tolist():
-            self._killed.add(p)
+        self._killed.update(found.tolist())
         self.live -= len(found)
         return (_widened(self.ctx[found], False).reshape(len(found), width),
                 _widened(self.lo[found], True), _widened(self.hi[found], True))
@@ -408,6 +549,8 @@ class CodedIntervals:
         """Mark the live interval at ``pos`` dead: ``stab`` never returns it again."""
         self._killed.add(pos)
         self.live -= 1
+        if self.live_mask is not None:
+            self.live_mask[pos] = False
 
     def _alive(self) -> NDArray[np.intp]:
         gone = self._dead | self._killed

@@ -36,7 +36,7 @@ from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
 from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex, code_columns
-from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals, Record
+from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Record
 from deltalog.engine.ivm.kernels import build_oracle, lftj_versions
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
@@ -207,9 +207,20 @@ def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan:
                  rule: CompiledRule, kernel: Sequence[str], computed: dict[str, Expr],
                  book: CodeBook, parts: dict[IndexKey, CodedIntervals]) -> int:
     """The join's records (rows (slot, lo, hi, the values of the earlier levels)) as one
-    part per index into ``parts``, by slot: the slot's level L gives the context width,
-    its atom and depth the index; the bucket is the atom's earlier columns, each an
-    earlier variable. Returns how many intervals."""
+    part per index into ``parts`` (``_index_batches``). Returns how many intervals."""
+    batches: dict[IndexKey, Batch] = {}
+    added = _index_batches(rec, flat, plan, rule, kernel, computed, batches)
+    for key, b in batches.items():
+        parts[key] = CodedIntervals(book, b.types, b.xtype, b.bspec, b.ctx, b.lo, b.hi)
+    return added
+
+
+def _index_batches(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan: RulePlan,
+                   rule: CompiledRule, kernel: Sequence[str], computed: dict[str, Expr],
+                   batches: dict[IndexKey, Batch]) -> int:
+    """The join's records as one batch per index into ``batches``, by slot: the slot's
+    level L gives the context width, its atom and depth the index; the bucket is the
+    atom's earlier columns, each an earlier variable. Returns how many intervals."""
     if not len(rec):
         return 0
     prep = plan.prep
@@ -231,8 +242,8 @@ def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan:
         at = pos[kernel[level]]  # the level's place in the maintainer's order
         ctx, keep = _contexts(rule, tuple(kernel[:level]), plan.order[:at], computed,
                               part[:, 3 : 3 + level])
-        parts[("atom", a, depth)] = CodedIntervals(
-            book, types[:at], types[at], [(0, c, types[c]) for c in bcols],
+        batches[("atom", a, depth)] = Batch(
+            tuple(types[:at]), types[at], tuple((0, c, types[c]) for c in bcols),
             ctx, part[keep, 1], part[keep, 2],
         )
         added += len(keep)
@@ -402,9 +413,9 @@ class CommitJoin:
 
     def evaluate(self, store: RelationStore, oracle: tuple[NDArray[np.int64], ...], old: bool,
                  record: bool, stats: JoinStats
-                 ) -> tuple[dict[Unit, Env], dict[IndexKey, CodedIntervals], int]:
+                 ) -> tuple[dict[Unit, Env], dict[IndexKey, Batch], int]:
         """The units of the body (the old or the new versions) inside the ``oracle``
-        (``Regions.flat``), and with ``record`` its intervals as parts by index key, and
+        (``Regions.flat``), and with ``record`` its intervals as batches by index key, and
         how many."""
         if self.never:
             return {}, {}, 0
@@ -432,10 +443,10 @@ class CommitJoin:
                 units[values] = dict(zip(names, values, strict=True))
         elif n:
             units[()] = {}
-        parts: dict[IndexKey, CodedIntervals] = {}
-        added = _index_parts(rec[:rn], self.flat, self.plan, self.rule, self.plan.order, {},
-                             self.book, parts) if record else 0
-        return units, parts, added
+        batches: dict[IndexKey, Batch] = {}
+        added = _index_batches(rec[:rn], self.flat, self.plan, self.rule, self.plan.order,
+                               {}, batches) if record else 0
+        return units, batches, added
 
 
 def _values(codes: NDArray[np.int64], typ: str) -> list[Any]:

@@ -83,7 +83,7 @@ from operator import itemgetter
 from typing import Any
 
 from deltalog.engine.columnar.encoding import NotColumnar
-from deltalog.engine.ivm.coded_intervals import CodedIntervals
+from deltalog.engine.ivm.coded_intervals import Batch, CodedIntervals, Young
 from deltalog.engine.ivm.scan_tree import Interval, IntervalTree
 from deltalog.engine.segments import (
     COMPACT_CHAIN,
@@ -101,6 +101,9 @@ from deltalog.engine.sentinels import BOTTOM
 
 Record = tuple[tuple[Any, ...], Any, Any, Any]  # (bucket, lo, hi, payload)
 Page = tuple[Record, ...]
+
+# Intervals an index keeps young (``Young``) before they become a part on arrays.
+YOUNG_MAX = 2048
 
 # Intervals per page of a static part (a power of two: a page's scan tree is a full tree).
 PAGE = 256
@@ -434,6 +437,8 @@ class IntervalIndex:
         # too, one per batch, merged while a part is at least half the one before it (the
         # treap takes what they cannot code: an int beyond 64 bits).
         self.levels: list[CodedIntervals] = []
+        # What commits on the compiled join record, as it came, until it is a part.
+        self.young: Young | None = None
         self._opened(())
 
     def _opened(self, chain: tuple[str, ...], whole: int = 0, behind: int = 0) -> None:
@@ -446,9 +451,31 @@ class IntervalIndex:
 
     def __len__(self) -> int:
         return ((self.static.live if self.static else 0) + len(self.dynamic)
-                + sum(level.live for level in self.levels))
+                + sum(level.live for level in self.levels)
+                + (self.young.live if self.young is not None else 0))
+
+    def add_batch(self, batch: Batch) -> None:
+        """What a commit's compiled join recorded into this index (int and float codes):
+        kept young (``Young``) until ``YOUNG_MAX`` intervals, then a part on arrays."""
+        young = self.young
+        if young is not None and not young.fits(batch):
+            self._grow_up()
+            young = None
+        if young is None:
+            young = self.young = Young(batch)
+        young.add(batch)
+        if young.n > YOUNG_MAX:
+            self._grow_up()
+
+    def _grow_up(self) -> None:
+        """The young intervals into a part on arrays (``add_coded``)."""
+        young, self.young = self.young, None
+        part = young.part() if young is not None else None
+        if part is not None:
+            self.add_coded(part)
 
     def add_many(self, intervals: Iterable[Record]) -> None:
+        self._grow_up()
         batch = intervals if isinstance(intervals, list) else list(intervals)
         # A rebuild of the static part costs O(n log n); single inserts O(log n) each:
         # rebuild only when the batch is large against what is there.
@@ -521,6 +548,8 @@ class IntervalIndex:
                 _, lo, hi, payload = level.record(pos)
                 out.append((lo, hi, payload))
                 level.kill(pos)
+        if self.young is not None:
+            out += self.young.stab(bucket, x)
         if len(self.dynamic):
             mark = self._mark
             for lo, hi, payload, uid in self.dynamic.stab_uids(bucket, x):
@@ -537,9 +566,9 @@ class IntervalIndex:
         (contexts, lows, highs) triples, one per part, and the treap's as (lo, hi, payload)
         values; every one removed."""
         coded = []
-        for part in [self.static, *self.levels]:
-            if part is not None:
-                assert type(part) is CodedIntervals
+        for part in [self.static, *self.levels, self.young]:
+            if part is not None and part.live:
+                assert isinstance(part, CodedIntervals | Young)
                 got = part.stab_codes(bvals, xs)
                 if len(got[1]):
                     coded.append(got)
@@ -554,18 +583,23 @@ class IntervalIndex:
         out = self.static.live_records() if self.static is not None else []
         for level in self.levels:
             out += level.live_records()
+        if self.young is not None:
+            out += self.young.records()
         out += [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
         return out
 
     # -- persistence ----------------------------------------------------------------------
     def __getstate__(self) -> list[Any]:
         """Inline (no segment store, or a small index): the static part, the dynamic
-        intervals as rows with their uids, and the last uid."""
+        intervals as rows with their uids, and the last uid (the young intervals a part
+        first)."""
+        self._grow_up()
         return [self.static, list(self.dynamic.records()), self.dynamic.uid, self.levels]
 
     def __setstate__(self, state: list[Any]) -> None:
         self.static, records, uid = state[:3]
         self.levels = list(state[3]) if len(state) > 3 else []
+        self.young = None
         self.dynamic = IntervalTree.load(records, uid)
         self._opened(())
 
@@ -574,7 +608,9 @@ class IntervalIndex:
         the dynamic part's segments, the last uid), or None to be written inline (a small
         index, or values plain MessagePack cannot hold). Writes, as the module says,
         nothing when nothing changed since the open, a delta of the dynamic changes, the
-        dynamic part whole, or the two parts folded into one static part."""
+        dynamic part whole, or the two parts folded into one static part (the young
+        intervals are a part first)."""
+        self._grow_up()
         static = self.static
         if len(self) < PAGED_MIN:
             return None
@@ -636,5 +672,6 @@ class IntervalIndex:
         obj.dynamic = IntervalTree.load(live.values(), last)
         obj.levels = [CodedIntervals.__restore__(source, r) for r in (ref[3] if len(ref) > 3
                                                                        else [])]
+        obj.young = None
         obj._opened(tuple(chain), whole, behind)
         return obj

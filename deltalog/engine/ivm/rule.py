@@ -317,12 +317,12 @@ class RuleMaintainer:
         counters.oracle_regions += len(regions)
         oracle = regions.flat()
         old, _, _ = commit.evaluate(store, oracle, True, False, stats)
-        new, parts, added = commit.evaluate(store, oracle, False, True, stats)
-        for key, part in parts.items():
+        new, batches, added = commit.evaluate(store, oracle, False, True, stats)
+        for key, batch in batches.items():
             index = self.indices.get(key)
             if index is None:
                 index = self.indices[key] = IntervalIndex()
-            index.add_coded(part)
+            index.add_batch(batch)
         counters.intervals_added += added
         counters.units_evaluated += len(old) + len(new)
         counters.compiled_commits += 1
