@@ -32,7 +32,7 @@ from deltalog.engine.values import Row
 I64 = NDArray[np.int64]
 
 # The overlay is folded into base past max(FOLD_MIN, len(base) >> FOLD_SHARE) rows.
-FOLD_MIN = 4096
+FOLD_MIN = 1024
 FOLD_SHARE = 5
 CODED_TYPES = ("int", "float")
 _LO, _HI = int(kernels.BOT), int(kernels.TOP)
