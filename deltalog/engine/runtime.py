@@ -236,7 +236,8 @@ class IncrementalEngine:
     def slow_paths(self) -> list[str]:
         """One line per stratum, or rule, maintained off the compiled core, saying why: a
         recursive stratum on the tuple-at-a-time DBSP kernel, a rule whose sensitivity
-        intervals the tuple join recorded (both right, and slower)."""
+        intervals the tuple join recorded or whose commits run on it (all right, and
+        slower)."""
         from deltalog.engine.dbsp.columnar import columnar_reason
         from deltalog.engine.dbsp.stratum import DbspStratum
         from deltalog.engine.ivm.stratum import SensitivityStratum
@@ -250,12 +251,18 @@ class IncrementalEngine:
                 out.append(f"{names}: maintained by the tuple-at-a-time DBSP kernel ({why})")
             elif isinstance(m, SensitivityStratum):
                 for head in m.heads:
-                    by = head.maintainer.recorded_by
+                    rule = head.maintainer
+                    by = rule.recorded_by
                     if by != "compiled":
                         why = by.removeprefix("tuples: ") if by != "tuples" else (
                             "the compiled join is off")
-                        out.append(f"{names}: rule at {head.maintainer.rule.loc} recorded its "
+                        out.append(f"{names}: rule at {rule.rule.loc} recorded its "
                                    f"sensitivity intervals on the tuple join ({why})")
+                        continue
+                    commit = rule.commit_join(self.prog)
+                    if type(commit) is str:
+                        out.append(f"{names}: rule at {rule.rule.loc} commits on the tuple "
+                                   f"join ({commit.removeprefix('tuples: ')})")
         return out
 
     def relation(self, name: str) -> frozenset[Row]:

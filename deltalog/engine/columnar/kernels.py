@@ -30,6 +30,21 @@ TOP = INT64_MAX
 # Counter slots.
 C_OPENS, C_SEEKS, C_NEXTS, C_EMITS = 0, 1, 2, 3
 
+# The joins take a rule's atoms' arrays as one tuple, which numba compiles once per
+# length: padded with empty arrays to ``ATOM_SLOTS`` (or, for a larger body, the next
+# power of two), one compilation (about a minute each for the recording joins) serves
+# every rule of up to 16 atoms. The padding is never read: no slot names it.
+ATOM_SLOTS = 16
+_NO_ROWS = np.zeros((0, 1), np.int64)
+
+
+def atom_tuple(arrays: "list[np.ndarray] | tuple[np.ndarray, ...]") -> tuple[np.ndarray, ...]:
+    """``arrays`` (C-contiguous int64, two dimensions) as the joins take them, padded."""
+    size = ATOM_SLOTS
+    while size < len(arrays):
+        size *= 2
+    return (*arrays, *(_NO_ROWS,) * (size - len(arrays)))
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _gallop(rel, d, lo, hi, v):
@@ -450,6 +465,20 @@ def _rehash(table, buf, n):
 def hash_build(buf, n):
     """The hash set of rows 0..n-1 of buf (distinct)."""
     return _rehash(np.full(1, -1, np.int64), buf, n)
+
+
+@njit(cache=True, nogil=True)
+def first_rows(buf):
+    """Whether each row of ``buf`` is the first of its value (a hash set, O(n))."""
+    n = buf.shape[0]
+    keep = np.zeros(n, np.bool_)
+    size = 16
+    while size < 2 * (n + 1):
+        size *= 2
+    table = np.full(size, -1, np.int64)
+    for i in range(n):
+        keep[i] = _insert(table, buf, i)
+    return keep
 
 
 @njit(cache=True, nogil=True)

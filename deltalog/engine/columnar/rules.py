@@ -333,7 +333,7 @@ class CompiledRule:
         ch = np.array(chk, np.int64).reshape(-1, 5)
         lows = np.array(plan.low, np.int64).reshape(-1, 3)
         args = (
-            tuple(rels),
+            kernels.atom_tuple(rels),
             np.array(plan.kinds, np.int64), np.array(plan.args, np.int64), lev_ptr,
             np.array(slot_atom, np.int64), np.array(slot_depth, np.int64),
             chk_ptr, ch[:, 0].copy(), ch[:, 1].copy(), ch[:, 2].copy(), ch[:, 3].copy(),

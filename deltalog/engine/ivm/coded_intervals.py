@@ -39,7 +39,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_codes, float_values
-from deltalog.engine.columnar.kernels import BOT, TOP
+from deltalog.engine.columnar.kernels import BOT, TOP, first_rows
 from deltalog.engine.columnar.rows import sort_order
 from deltalog.engine.segments import (
     COMPACT_SHARE,
@@ -337,7 +337,7 @@ class Young:
         if not len(keep):
             return None
         return CodedIntervals(CodeBook([]), self.types, self.xtype, self.bspec,
-                              self.ctx[keep], self.lo[keep], self.hi[keep])
+                              self.ctx[keep], self.lo[keep], self.hi[keep], distinct=True)
 
 
 class CodeBook:
@@ -413,15 +413,21 @@ class CodedIntervals:
 
     def __init__(self, book: CodeBook, types: Sequence[str], xtype: str,
                  bspec: Sequence[tuple[int, Any, str]], ctx: I64, lo: I64, hi: I64,
-                 split: bool = False):
+                 split: bool = False, distinct: bool = False):
         """Rows (ctx, lo, hi) in any order; ``types`` per context column, ``xtype`` the
         ends'. ``bspec`` makes the bucket: per column (0, a context column, its type) or
         (1, a constant's code, its type). The payload is the context as a tuple, or with
-        ``split`` (a negation's probe) the pair (all but its last value, its last)."""
+        ``split`` (a negation's probe) the pair (all but its last value, its last). With
+        ``distinct``, a row equal to an earlier one is dropped (a stab would find both
+        and ask for the same region twice)."""
         self.book = book
         self.types = tuple(types)
         self.xtype = xtype
         self._spec(bspec, split)
+        if distinct and len(lo) > 1:
+            first = first_rows(np.column_stack([ctx.reshape(len(lo), -1), lo, hi]))
+            if not first.all():
+                ctx, lo, hi = ctx[first], lo[first], hi[first]
         # Sorted by (bucket, lo): BOT made the least code present, so the key packs
         # (``sort_order`` packs the columns into one int64 where they fit).
         low = lo
@@ -644,7 +650,8 @@ class CodedIntervals:
         spec = [(kind, book.code(first.book.value(ref, typ), typ) if kind else ref, typ)
                 for kind, ref, typ in first.bspec]
         return CodedIntervals(book, first.types, first.xtype, spec, np.concatenate(ctxs),
-                              np.concatenate(los), np.concatenate(his), first.split)
+                              np.concatenate(los), np.concatenate(his), first.split,
+                              distinct=True)
 
     def merged(self, records: list[Record]) -> "CodedIntervals":
         """A new part: the live intervals and ``records`` (recorded since, as values)."""

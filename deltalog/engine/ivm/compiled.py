@@ -365,6 +365,9 @@ class CommitJoin:
             raise NotColumnar("a negation")
         if any(not a.vars for a in prep.atoms):
             raise NotColumnar("an atom with no variables")
+        if len(prep.atoms) > kernels.ATOM_SLOTS:
+            # (the commit kernel would be compiled again for the longer tuple: minutes)
+            raise NotColumnar(f"a body of more than {kernels.ATOM_SLOTS} atoms")
         for a in prep.atoms:
             for c in prog.schemas[a.pred].columns:
                 if c.type not in CODED_TYPES:
@@ -428,9 +431,10 @@ class CommitJoin:
         counters = np.zeros(4, np.int64)
         rec0 = np.empty((1024 if record else 0, 3 + len(self.types)), np.int64)
         out, n, rec, rn = lftj_versions(  # type: ignore[call-arg]
-            tuple(v[0] for v in versions), tuple(v[1] for v in versions),
-            tuple(v[2] for v in versions), *self.args, counters, *oracle, self.slot_rec,
-            rec0)
+            kernels.atom_tuple([v[0] for v in versions]),
+            kernels.atom_tuple([v[1] for v in versions]),
+            kernels.atom_tuple([v[2] for v in versions]), *self.args, counters, *oracle,
+            self.slot_rec, rec0)
         stats.opens += int(counters[kernels.C_OPENS])
         stats.seeks += int(counters[kernels.C_SEEKS])
         stats.nexts += int(counters[kernels.C_NEXTS])

@@ -532,7 +532,8 @@ class IntervalIndex:
                     [static, *self.levels, *([static.like(rest)] if rest else [])])
             except NotColumnar:
                 pass
-        return StaticIntervals(batch + self.intervals())
+        # (An interval recorded again by a later evaluation is kept once.)
+        return StaticIntervals(list(dict.fromkeys(batch + self.intervals())))
 
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[tuple[Any, Any, Any]]:
         """Every interval of ``bucket`` containing ``x`` as (lo, hi, payload), removed."""

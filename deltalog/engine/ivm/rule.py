@@ -200,7 +200,7 @@ class RuleMaintainer:
                 for pred, perm in [*((a.pred, perm) for a, perm in zip(
                         self.prep.atoms, self.plan.perms, strict=True)), *self.negated]:
                     store[pred].index_from(perm, partial(got.sorted_rows, pred, perm))
-                commit = self._commit_join(prog)
+                commit = self.commit_join(prog)
                 if type(commit) is CommitJoin:  # its indexes as codes, from the load's
                     for pred, perm in commit.relations():
                         if store[pred].coded(perm) is None:
@@ -219,7 +219,7 @@ class RuleMaintainer:
             self.recorded_by = "tuples"
         return self._evaluate(store, False, None, True, stats, counters)
 
-    def _commit_join(self, prog: AnalyzedProgram | None) -> "CommitJoin | str":
+    def commit_join(self, prog: AnalyzedProgram | None) -> "CommitJoin | str":
         """The compiled join of this rule's commits, or why there is none (decided once
         per process: it is not saved)."""
         if self._commit is None and prog is not None:
@@ -335,7 +335,7 @@ class RuleMaintainer:
         """The units of the old and of the new body inside the change oracle of this
         commit; ``changed`` names the relations with a non-empty delta. With ``prog``, on
         the compiled join where the rule allows it (``deltalog.engine.ivm.compiled``)."""
-        commit = self._commit_join(prog)
+        commit = self.commit_join(prog)
         if type(commit) is CommitJoin and self._coded_versions(store, commit):
             return self._maintain_compiled(store, changed, stats, counters, commit)
         oracle = ChangeOracle()
