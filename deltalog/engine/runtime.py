@@ -261,8 +261,15 @@ class IncrementalEngine:
                         continue
                     commit = rule.commit_join(self.prog)
                     if type(commit) is str:
-                        out.append(f"{names}: rule at {rule.rule.loc} commits on the tuple "
-                                   f"join ({commit.removeprefix('tuples: ')})")
+                        why = commit.removeprefix("tuples: ")
+                    else:
+                        refused = sorted({p for p, perm in commit.relations()
+                                          if self.store[p].coded_refused(perm)})
+                        if not refused:
+                            continue
+                        why = f"a value with no 64-bit code in {', '.join(refused)}"
+                    out.append(f"{names}: rule at {rule.rule.loc} commits on the tuple "
+                               f"join ({why})")
         return out
 
     def relation(self, name: str) -> frozenset[Row]:

@@ -780,6 +780,9 @@ def test_a_value_with_no_code_sends_the_rule_back_to_the_tuple_join(big):
     assert engine.last_stats.work["compiled_commits"] == 0
     rel = engine.store["e"]
     assert all(rel.coded_refused(perm) for perm in perms)
+    assert [line for line in engine.slow_paths() if line.startswith("tri:")] == [
+        f"tri: rule at {tri.rule.loc} commits on the tuple join (a value with no 64-bit "
+        "code in e)"]
     assert {(big, 1, 2), (1, 2, big)} <= engine.relation("tri")
     assert engine.relation("tri") == _recompute(prog, engine)["tri"]
     for batch in ({"e": {(1, 3): 1, (3, 1): 1}}, {"e": {(big, 1): -1, (2, 3): -1}},
