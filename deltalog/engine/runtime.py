@@ -260,7 +260,7 @@ class IncrementalEngine:
                                    f"sensitivity intervals on the tuple join ({why})")
                         continue
                     commit = rule.commit_join(self.prog)
-                    if type(commit) is str:
+                    if isinstance(commit, str):
                         why = commit.removeprefix("tuples: ")
                     else:
                         refused = sorted({p for p, perm in commit.relations()
