@@ -872,16 +872,17 @@ def test_changes_made_again_and_again_do_not_grow_the_sensitivity_indices(text, 
         inserted = {(rng.randrange(200), rng.randrange(200)) for _ in range(10)} - edges
         batches.append({**dict.fromkeys(erased, -1), **dict.fromkeys(inserted, 1)})
     sizes = []
-    added = 0
+    added = compiled = 0
     for round_ in range(6):
         for batch in batches:
-            engine.apply({"e": batch})
-            added += engine.last_stats.work["intervals_added"]
-            engine.apply({"e": {r: -w for r, w in batch.items()}})
-            added += engine.last_stats.work["intervals_added"]
+            for change in (batch, {r: -w for r, w in batch.items()}):
+                engine.apply({"e": change})
+                added += engine.last_stats.work["intervals_added"]
+                compiled += engine.last_stats.work["compiled_commits"]
         sizes.append(_intervals(engine))
         if round_ == 1:
             added = 0
+    assert (compiled > 0) == (commits == "compiled")
     (head,) = prog.idb
     assert engine.relation(head) == evaluate(prog, {"e": edges})[head]
     # Four rounds after the second recorded thousands of intervals; the indices hold
