@@ -145,6 +145,10 @@ class Explainer:
                 kids = self._children(rule, env)
                 if all(self._derivable(k, bound - 1) for k in kids):
                     height = 1 + max((self._height(k) for k in kids), default=0)
+                    # (read again: the children's search may have found this fact lower,
+                    # through another instance; keeping this one over it would make a
+                    # derivation that reaches itself)
+                    found = self._found.get(fact)
                     if found is None or height < found[0]:
                         self._found[fact] = (height, rule, env)
                     return True

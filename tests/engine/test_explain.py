@@ -179,3 +179,20 @@ def test_a_closure_fact_is_explained_down_to_edges():
         "rule at p.dl:3:1: no instance of reach(4, 1) gets past edge(x, y)",
         "rule at p.dl:4:1: no instance of reach(4, 1) gets past reach(x, y)",
     ]
+
+
+def test_a_fact_found_lower_inside_its_own_search_keeps_the_lower_derivation():
+    """c(1)'s first child takes three steps, so a(1) is first asked at bound 3; its first
+    rule goes through b(1), whose search finds a(1) at height 1 by a's second rule. The
+    derivation through b(1) (height 3) must not replace that one: a(1) -> b(1) -> a(1)
+    would be a derivation that reaches itself (a RecursionError when rendered)."""
+    prog = load_program(".decl e(x: int)\n"
+                        "x3(x) :- e(x).\nx2(x) :- x3(x).\nx1(x) :- x2(x).\n"
+                        "c(x) :- x1(x), a(x).\n"
+                        "a(x) :- b(x).\na(x) :- e(x).\nb(x) :- a(x).\n")
+    rels = _relations(prog, {"e": {(1,)}})
+    tree = Explainer(prog, rels).explain("c", (1,))
+    assert tree is not None and _valid(prog, rels, tree)
+    assert tree.height == 4
+    (a,) = [k for k in tree.children if k.pred == "a"]
+    assert a.height == 1 and [k.pred for k in a.children] == ["e"]
