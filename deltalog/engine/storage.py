@@ -345,6 +345,11 @@ class CodedVersions(Protocol):
 
     def settle(self) -> None: ...
 
+    def version(self, old: bool) -> tuple[Any, Any, Any]:
+        """The current version (or with ``old`` the one before the last commit) as its
+        three sorted code arrays: base, minus, plus."""
+        ...
+
     def __len__(self) -> int: ...
 
 

@@ -427,7 +427,7 @@ class CommitJoin:
             coded = store[pred].coded(perm)
             if coded is None:
                 raise NotColumnar(f"{pred} keeps no coded index")
-            versions.append(coded.version(old))  # type: ignore[attr-defined]
+            versions.append(coded.version(old))
         counters = np.zeros(4, np.int64)
         rec0 = np.empty((1024 if record else 0, 3 + len(self.types)), np.int64)
         out, n, rec, rn = lftj_versions(  # type: ignore[call-arg]

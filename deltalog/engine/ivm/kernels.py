@@ -438,3 +438,33 @@ def build_oracle(plen, vals, lo, hi):
         o_end[i] = sn
         i += 1
     return o_start[:qn], o_end[:qn], o_lo[:sn], o_hi[:sn], o_child[:sn]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _under(a, row, d):
+    """How many rows of sorted ``a`` share the first d + 1 values of ``row``."""
+    lo = 0
+    hi = a.shape[0]
+    for c in range(d + 1):  # narrow [lo, hi) column by column (earlier ones equal)
+        v = row[c]
+        lo = _gallop(a, c, lo, hi, v)
+        hi = _past(a, c, lo, hi, v)
+        if lo >= hi:
+            return 0
+    return hi - lo
+
+
+@njit(cache=True, nogil=True)
+def absent_depths(b, m, p, rows):
+    """For each row of ``rows`` (codes, the index's column order), the shallowest depth
+    whose prefix the version ``b − m ∪ p`` lacks (the row's width when it holds the
+    row): where the tree surgery of a changed row starts (Veldhuizen 2014, §4.2.1)."""
+    n, k = rows.shape
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        row = rows[i]
+        d = 0
+        while d < k and _under(b, row, d) - _under(m, row, d) + _under(p, row, d) > 0:
+            d += 1
+        out[i] = d
+    return out

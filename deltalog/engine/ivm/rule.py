@@ -28,9 +28,10 @@ from deltalog.engine.columnar.versions import code_columns, coded_index
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
 from deltalog.engine.ivm.compiled import CommitJoin, Regions, record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
+from deltalog.engine.ivm.kernels import absent_depths
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
-from deltalog.engine.ivm.surgery import tree_surgery
+from deltalog.engine.ivm.surgery import Surgery, surgery_at, tree_surgery
 from deltalog.engine.join.complement import Complement
 from deltalog.engine.join.plan import (
     Env,
@@ -273,6 +274,37 @@ class RuleMaintainer:
 
         return ops
 
+    @staticmethod
+    def _coded_surgeries(store: RelationStore, counters: WorkCounters, commit: CommitJoin
+                         ) -> Callable[[str, tuple[int, ...]], list[Surgery]]:
+        """``_surgeries`` for the relations a compiled commit reads: where each changed
+        row's surgery starts is found on the coded index's two versions (one compiled
+        search per version), not by ceilings on the sorted ones."""
+        surgeries: dict[tuple[str, tuple[int, ...]], list[Surgery]] = {}
+
+        def ops(pred: str, perm: tuple[int, ...]) -> list[Surgery]:
+            got = surgeries.get((pred, perm))
+            if got is None:
+                rel = store[pred]
+                index = rel.coded(perm)
+                rows = sorted((permute(r, perm), w) for r, w in rel.delta().items())
+                codes = code_columns([r for r, _ in rows], commit.column_types(pred, perm))
+                if index is None or codes is None:  # (``_coded_versions`` checked both)
+                    raise AssertionError(f"{pred} has no coded index for its change")
+                inserted = np.array([w > 0 for _, w in rows], np.bool_)
+                depths = np.zeros(len(rows), np.int64)
+                for old, pick in ((True, inserted), (False, ~inserted)):
+                    # (an insertion's branch is new against the version before, an
+                    # erasure's against the one after)
+                    if pick.any():
+                        depths[pick] = absent_depths(  # type: ignore[call-arg]
+                            *index.version(old), np.ascontiguousarray(codes[pick]))
+                got = surgeries[(pred, perm)] = surgery_at(rows, depths.tolist())
+                counters.surgeries += len(got)
+            return got
+
+        return ops
+
     def _maintain_compiled(
         self, store: RelationStore, changed: Collection[str], stats: JoinStats,
         counters: WorkCounters, commit: CommitJoin,
@@ -281,7 +313,7 @@ class RuleMaintainer:
         surgeries, the oracle built from the coded regions, the old and new body
         evaluated inside it on the compiled join, the new one's intervals kept as parts
         on arrays."""
-        ops = self._surgeries(store, counters)
+        ops = self._coded_surgeries(store, counters, commit)
         regions = Regions(commit.types, self.plan.exist_level)
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):

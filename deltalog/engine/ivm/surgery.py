@@ -6,7 +6,7 @@ also has. Removals come deepest first, insertions shallowest first, rows in orde
 branch once: the paper's ``A(x,y,z)`` example gives its seven operations in its order.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from deltalog.engine.storage import SortedRows
@@ -42,16 +42,26 @@ def tree_surgery(
 ) -> list[Surgery]:
     """Surgery operations for ``changed`` rows (already in the trie's column order, with
     weight +1 inserted / -1 erased), given the two versions of the trie."""
-    out: list[Surgery] = []
-    seen: set[Row] = set()
-    for row, weight in sorted(changed):
+    rows = sorted(changed)
+    depths = []
+    for row, weight in rows:
         other = old if weight > 0 else new  # the version that may still hold the prefix
-        k = len(row)
         # The shallowest depth whose branch the other version lacks.
         d = 0
-        while d < k and has_prefix(other, row[: d + 1]):
+        while d < len(row) and has_prefix(other, row[: d + 1]):
             d += 1
-        paths = [row[: j + 1] for j in range(d, k)]
+        depths.append(d)
+    return surgery_at(rows, depths)
+
+
+def surgery_at(rows: Sequence[tuple[Row, int]], depths: Sequence[int]) -> list[Surgery]:
+    """The operations of ``rows`` (sorted, each with its weight) whose branches start at
+    ``depths`` (for each row, the shallowest depth whose prefix the other version lacks:
+    the version before for an insertion, after for an erasure)."""
+    out: list[Surgery] = []
+    seen: set[Row] = set()
+    for (row, weight), d in zip(rows, depths, strict=True):
+        paths = [row[: j + 1] for j in range(d, len(row))]
         if weight < 0:
             paths.reverse()
         for p in paths:

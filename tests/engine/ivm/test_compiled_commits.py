@@ -34,9 +34,10 @@ from deltalog.engine.columnar.versions import CodedIndex, code_rows, coded_index
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.ivm import interval_index
 from deltalog.engine.ivm.compiled import CommitJoin, Regions
-from deltalog.engine.ivm.kernels import build_oracle
+from deltalog.engine.ivm.kernels import absent_depths, build_oracle
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
 from deltalog.engine.ivm.stratum import SensitivityStratum
+from deltalog.engine.ivm.surgery import surgery_at, tree_surgery
 from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import MemorySegments
 from deltalog.engine.sentinels import BOTTOM, TOP
@@ -241,6 +242,33 @@ def test_a_value_with_no_code_makes_commit_say_false(types, row):
     edge = CodedIndex(("int", "int"), code_rows([], ("int", "int")))
     assert edge.commit([(-(2**63) + 1, 2**63 - 2)], []) is True
     assert _as_tuples(edge.rows()) == [(-(2**63) + 1, 2**63 - 2)]
+
+
+@pytest.mark.parametrize("fold", sorted(FOLDS))
+@settings(max_examples=60, deadline=None)
+@given(run=coded_index_runs())
+def test_surgery_found_on_the_coded_versions_is_the_tuple_surgery(fold, run):
+    """Where a changed row's branches start, searched on the coded index's versions
+    (``absent_depths``, what compiled commits stab with), gives the tree surgery the
+    sorted versions give, commit after commit, with and without folds."""
+    types, start, commits = run
+    with mock.patch.object(versions, "FOLD_MIN", FOLDS[fold][0]), \
+            mock.patch.object(versions, "FOLD_SHARE", FOLDS[fold][1]):
+        rel = storage.VersionedRelation("r", len(types), start)
+        index = coded_index(types, start, [], [])
+        assert index is not None
+        for changes, _ in commits:
+            rows = sorted(rel.commit(dict(changes)).items())
+            assert index.commit([r for r, w in rows if w > 0], [r for r, w in rows if w < 0])
+            codes = code_rows([r for r, _ in rows], types)
+            assert codes is not None
+            depths = [int(absent_depths(*index.version(w > 0), codes[i : i + 1])[0])
+                      for i, (_, w) in enumerate(rows)]
+            event(f"surgeries: {min(len(rows), 3)}")
+            assert surgery_at(rows, depths) == tree_surgery(
+                rows, rel.previous(), rel.current())
+            rel.settle()
+            index.settle()
 
 
 # -- 2. build_oracle against ChangeOracle ----------------------------------------------
