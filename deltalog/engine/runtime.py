@@ -463,9 +463,9 @@ def make_engine(
 
 def warm() -> None:
     """Compile (or load from numba's cache) the kernels most programs use: evaluation
-    from scratch (``deltalog.engine.columnar.evaluate.warm``), and a sensitivity load and
-    commit (the recording join, the array parts' stabs). Setup calls it, so that a
-    user's first run does not compile."""
+    from scratch (``deltalog.engine.columnar.evaluate.warm``), and a sensitivity load,
+    commits and a save (the recording join, the commit join, the array parts' stabs and
+    merges). Setup calls it, so that a user's first run does not compile."""
     from deltalog.engine.analysis.analyze import load_program
     from deltalog.engine.columnar.evaluate import warm as warm_evaluation
 
@@ -474,3 +474,5 @@ def warm() -> None:
                         "t(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y.", "<warm>")
     engine = IncrementalEngine(prog, {"e": [(0, 1), (1, 2), (0, 2), (2, 3)]}, "sensitivity")
     engine.apply({"e": {(1, 3): 1, (0, 1): -1}})
+    engine.apply({"e": {(1, 3): -1, (0, 1): 1}})
+    engine.dumps()  # (a save makes parts of what the commits recorded, repeats dropped)
