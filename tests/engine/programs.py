@@ -34,6 +34,20 @@ def atom_args(draw, arity: int, const, bound: list[str]) -> list[str]:
     return args
 
 
+def positive_body(draw, arity: dict[str, int], const) -> tuple[list[str], list[str]]:
+    """One to four positive atoms over the relations of ``arity`` (``atom_args``), and
+    ``u(x)`` when none binds a variable: the body's items and its bound variables."""
+    body: list[str] = []
+    bound: list[str] = []
+    for _ in range(draw(st.integers(1, 4))):
+        pred = draw(st.sampled_from(sorted(arity)))
+        body.append(f"{pred}({', '.join(atom_args(draw, arity[pred], const, bound))})")
+    if not bound:
+        body.append("u(x)")
+        bound.append("x")
+    return body, bound
+
+
 @st.composite
 def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
               negative: dict[str, int], allow_agg: bool):

@@ -42,8 +42,8 @@ from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import MemorySegments
 from deltalog.engine.sentinels import BOTTOM, TOP
 from tests.engine.programs import (
-    atom_args,
     edb_data,
+    positive_body,
     programs,
 )
 
@@ -473,16 +473,8 @@ def compiled_programs(draw: Any) -> str:
     for i in range(draw(st.integers(1, 3))):
         head_arity = draw(st.integers(1, 3))
         for _ in range(draw(st.integers(1, 2))):
-            body: list[str] = []
-            bound: list[str] = []
-            for _ in range(draw(st.integers(1, 4))):
-                pred = draw(st.sampled_from(sorted(arity)))
-                args = atom_args(draw, arity[pred], lambda: repr(
-                    draw(st.sampled_from(VALUES[typ][:6]))), bound)
-                body.append(f"{pred}({', '.join(args)})")
-            if not bound:
-                body.append("u(x)")
-                bound.append("x")
+            body, bound = positive_body(draw, arity, lambda: repr(
+                draw(st.sampled_from(VALUES[typ][:6]))))
             names = sorted(set(bound))
             for _ in range(draw(st.integers(0, 2))):
                 op = draw(st.sampled_from(["<", "<=", ">", ">=", "!=", "="]))

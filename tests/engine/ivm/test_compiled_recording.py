@@ -28,7 +28,7 @@ from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import CorruptSegment, MemorySegments, pack_rows
 from deltalog.engine.sentinels import BOTTOM, TOP
 from tests.engine.ivm.test_interval_persist import CollectingSegments
-from tests.engine.programs import atom_args
+from tests.engine.programs import positive_body
 
 # Values of each type, in order; a program's data use the first few, commits all of them
 # (strings and floats that sort between the ones loaded included).
@@ -66,16 +66,7 @@ def compiled_programs(draw: Any) -> tuple[str, str]:
     negated = {**arity, "g": 2}  # g only ever negated: its probes alone see its changes
     rules = []
     for r in range(draw(st.integers(1, 2))):
-        body: list[str] = []
-        bound: list[str] = []
-        for _ in range(draw(st.integers(1, 4))):
-            pred = draw(st.sampled_from(sorted(arity)))
-            args = atom_args(draw, arity[pred], lambda: _lit(typ, draw(st.integers(0, 5))),
-                             bound)
-            body.append(f"{pred}({', '.join(args)})")
-        if not bound:
-            body.append("u(x)")
-            bound.append("x")
+        body, bound = positive_body(draw, arity, lambda: _lit(typ, draw(st.integers(0, 5))))
         names = sorted(set(bound))
         for _ in range(draw(st.integers(0, 1))):
             pred = draw(st.sampled_from(sorted(negated)))
