@@ -13,7 +13,10 @@ When the compiled join recorded the initial evaluation, the static part is on ar
 records: each batch a part of its own (``levels``), the last two merged while the newer
 is at least half the older (so O(log n) of them, each interval merged O(log n) times),
 all folded into the static part when a save finds them past ``COMPACT_SHARE`` of it. A
-batch with a value that has no 64-bit code goes to the treap instead.
+part made or merged keeps a repeated interval once (a commit re-records every operation
+inside its oracle, most of them intervals the index holds already), and so does a fold.
+A batch with a value that has no 64-bit code goes to the treap instead (its repeats stay
+until a save folds it).
 
 The static part is cut into pages of ``PAGE`` intervals, and its scan tree into two
 levels: a segment tree over the pages' maxima of interval ends, and one over the ends of
