@@ -25,12 +25,32 @@ if str(ROOT) not in sys.path:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator["SparkSession"]:
-    from deltalog.pipelines.spark.session import FAST_START_CONF, make_spark_session
+def _spark_jvm() -> Iterator[None]:
+    """Stops this run's Spark session at the end of the run."""
+    yield
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()
+
+
+@pytest.fixture
+def spark(_spark_jvm: None) -> Iterator["SparkSession"]:
+    """The run's Spark session (one JVM per run). If Spark stopped its context on its own
+    (an internal error), the test in which that happened fails, saying so (its captured
+    output holds the JVM's log of the cause), and the next test gets a new context rather
+    than every later Spark test failing on the dead one."""
+    from deltalog.pipelines.spark.session import (
+        FAST_START_CONF,
+        context_stopped,
+        make_spark_session,
+    )
 
     session = make_spark_session("deltalog-tests", FAST_START_CONF)
     yield session
-    session.stop()
+    if context_stopped(session):
+        pytest.fail("Spark stopped its context during this test (see the JVM's log above)")
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from deltalog.dagster_project.defs.resources import SparkResource
 
 
@@ -53,3 +55,22 @@ def test_a_session_has_what_the_resource_asks():
         "spark.driver.memory": "1g",
         "spark.sql.shuffle.partitions": "3",
     }
+
+
+@pytest.mark.spark
+def test_a_context_spark_stopped_on_its_own_is_replaced(_spark_jvm):
+    """Spark stops its context after an internal error (its scheduler out of memory, say)
+    without the Python side knowing; a Dagster process then handed that dead session to
+    every later run. The resource and ``make_spark_session`` start a new context instead."""
+    from deltalog.pipelines.spark.session import (
+        FAST_START_CONF,
+        context_stopped,
+        make_spark_session,
+    )
+
+    dead = make_spark_session("deltalog-tests", FAST_START_CONF)
+    dead.sparkContext._jsc.sc().stop()  # the JVM's own stop, as after an internal error
+    assert context_stopped(dead)
+    live = SparkResource().session()
+    assert not context_stopped(live) and live.range(5).count() == 5
+    assert make_spark_session("deltalog-tests", FAST_START_CONF).range(3).count() == 3

@@ -85,8 +85,11 @@ def _differential(spark, text: str, steps) -> None:
             assert all(r.stats.get("partitioning") for r in results)
 
 
+# The ``spark`` fixture hands every example the run's one session (it is function-scoped
+# only to check the session is alive around each test).
 FAST = settings(max_examples=10, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
 
 
 @FAST

@@ -145,11 +145,14 @@ class SparkResource(dg.ConfigurableResource):
     def session(self) -> "SparkSession":
         from pyspark.sql import SparkSession
 
-        from deltalog.pipelines.spark.session import make_spark_session
+        from deltalog.pipelines.spark.session import context_stopped, make_spark_session
 
-        # Reuse the process's session as is (the builder would warn about ignored settings).
+        # Reuse the process's session as is (the builder would warn about ignored settings),
+        # unless Spark stopped its context after an internal error: then a new one.
         active = SparkSession.getActiveSession()
-        return active if active is not None else make_spark_session(self.app_name, self.conf())
+        if active is not None and not context_stopped(active):
+            return active
+        return make_spark_session(self.app_name, self.conf())
 
 
 def local_resources(root: str | Path | None = None) -> dict[str, dg.ConfigurableResource]:

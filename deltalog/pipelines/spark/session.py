@@ -59,12 +59,35 @@ def make_spark_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers (Arrow UDFs) must run the interpreter that has our dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    drop_stopped_context()
     builder = SparkSession.builder.appName(app_name)
     for key, value in {**SPARK_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def context_stopped(spark: SparkSession) -> bool:
+    """Whether the JVM stopped ``spark``'s context on its own (Spark stops it after an
+    internal error, such as its scheduler running out of memory), which the Python side
+    does not learn: every later call then fails with "Cannot call methods on a stopped
+    SparkContext". ``False`` for a context stopped from Python (its JVM handle is gone)."""
+    jsc = spark.sparkContext._jsc
+    return jsc is not None and bool(jsc.sc().isStopped())
+
+
+def drop_stopped_context() -> bool:
+    """Forget this process's session if the JVM stopped its context, so that the next
+    ``make_spark_session`` starts a new context in the same JVM instead of handing out the
+    dead one. Whether there was one to drop."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is None or active._jsc is None or not active._jsc.sc().isStopped():
+        return False
+    active.stop()  # the Python side's handles; the JVM's context is already stopped
+    return True
 
 
 def conform(df: DataFrame, schema: RelationSchema, names: Sequence[str] | None = None) -> DataFrame:
