@@ -1,5 +1,6 @@
-"""What every benchmark module shares: a wall-clock timer, the process's peak memory, and
-a printer for aligned tables. Measurements only; no benchmark logic lives here."""
+"""What every benchmark module shares: a wall-clock timer, the process's peak memory, a
+printer for aligned tables, and the allocator settings of the product's own processes.
+Measurements only; no benchmark logic lives here."""
 
 import re
 import resource
@@ -8,6 +9,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from deltalog.pipelines.malloc import tune_malloc
+
+# Every benchmark process runs the engine with the allocator settings the CLI and every
+# pipeline run use (see deltalog.pipelines.malloc).
+tune_malloc()
 
 T = TypeVar("T")
 

@@ -23,6 +23,7 @@ from deltalog.engine.source import decode_source
 from deltalog.engine.values import Row, format_relations
 from deltalog.pipelines import lineage
 from deltalog.pipelines.facts import load_facts_dir
+from deltalog.pipelines.malloc import tune_malloc
 from deltalog.pipelines.scaffold import init_project
 from deltalog.pipelines.spec import PipelineSpec, configured_warehouse, load_pipeline
 
@@ -242,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    tune_malloc()
     try:
         return int(args.func(args))
     except DeltalogError as err:

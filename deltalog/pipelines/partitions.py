@@ -35,6 +35,7 @@ from deltalog.engine.storage import Delta
 from deltalog.engine.values import Row
 from deltalog.pipelines.faults import task_fault
 from deltalog.pipelines.inputs import COPIES_MAX
+from deltalog.pipelines.malloc import tune_malloc
 from deltalog.pipelines.state_store import (
     StratumState,
     Writer,
@@ -109,6 +110,7 @@ def run_partition(job: PartitionJob, k: int, records: Iterable[Record],
     """Maintain (or load) partition ``k`` with ``records`` (its routed rows: the change, or
     every row for a load); yield its derived change, then its counters."""
     started = time.perf_counter()
+    tune_malloc()
     path = part_path(job.folder, k)
     try:
         with stratum_lock(path, job.lock_wait):

@@ -61,6 +61,7 @@ from deltalog.pipelines.commits import (
 from deltalog.pipelines.faults import FAULT_ENV, fault
 from deltalog.pipelines.inputs import Copies, InputReader
 from deltalog.pipelines.lineage import run_sample
+from deltalog.pipelines.malloc import tune_malloc
 from deltalog.pipelines.partitions import OUT_OF_STEP, PartitionFailed, PartitionJob
 from deltalog.pipelines.spec import PipelineSpec
 from deltalog.pipelines.state_store import (
@@ -169,6 +170,7 @@ class StratumRun:
         partitions: int = 1,
         broadcast_rows: int = BROADCAST_LIMIT,
     ):
+        tune_malloc()
         self.root, self.spec, self.index, self.lock_wait = root, spec, index, lock_wait
         self.spark, self.partitions, self.broadcast_rows = spark, partitions, broadcast_rows
         self.preds = spec.program.strata[index].preds
