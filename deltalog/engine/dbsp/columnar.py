@@ -1752,19 +1752,17 @@ class ColumnarStratum:
                 new = k[~hit]
                 layers[pred].append(new)
                 if len(new):
-                    merged, pos_old, pos_new = _merge_sorted(members[pred], new, pos[~hit])
-                    depth = np.empty(len(merged), np.int32)
-                    depth[pos_old] = depths[pred]
-                    depth[pos_new] = t
+                    # one pass each: the members with their depths, then the swapped keys
+                    # with the members' new positions as ids
+                    merged, depth, pos_old, pos_new = kernels.merge_placed(
+                        members[pred], depths[pred], new, np.full(len(new), t, np.int32))
                     members[pred], depths[pred] = merged, depth
                     if self.rels[pred].arity == 2:
                         sk, sid = swapped[pred][:2]
                         nsk = _swap(new)
                         order = np.argsort(nsk)
-                        both, at_old, at_new = _merge_sorted(sk, nsk[order])
-                        ids = np.empty(len(both), np.int64)
-                        ids[at_old] = pos_old[sid]
-                        ids[at_new] = pos_new[order]
+                        both, ids = kernels.merge_remapped(sk, sid, pos_old, nsk[order],
+                                                           pos_new[order])
                         swapped[pred] = [both, ids, _E64, _E64, _E64, _E64]
                     born += len(new)
             for pred in self.rels:
