@@ -1075,6 +1075,10 @@ class _Rel:
     ndepth: I32 = field(default_factory=lambda: _E32)
     slot: I64 = field(default_factory=lambda: _E64)
     index: _Hash | None = None  # (None while initialize builds the layers)
+    # While initialize builds the layers: the ids of the main part's keys (a fact's id is
+    # its place in the order facts were derived, so a round's merge moves no id). None:
+    # their positions, as everywhere else.
+    kid: I64 | None = None
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         kernels.warm()
@@ -1091,8 +1095,8 @@ class _Rel:
         if got is None:
             keys = self.packing.relayout(np.concatenate([self.keys, self.ykeys, self.nkeys]),
                                          natural(self.arity), layout)
-            ids = np.concatenate([np.arange(len(self.keys), dtype=np.int64), self.yid,
-                                  self.nid])
+            main = np.arange(len(self.keys), dtype=np.int64) if self.kid is None else self.kid
+            ids = np.concatenate([main, self.yid, self.nid])
             order = np.argsort(keys)
             got = self.alts[layout] = [keys[order], ids[order], _E64, _E64, _E64, _E64]
         return got
@@ -1106,7 +1110,7 @@ class _Rel:
         if layout != natural(self.arity):
             keys, ids, ykeys, yids, nkeys, nids = self.alt(layout)
             return _View([(keys, ids), (ykeys, yids), (nkeys, nids)], depth, lo=lo, hi=hi)
-        return _View([(self.keys, None), (self.ykeys, self.yid), (self.nkeys, self.nid)],
+        return _View([(self.keys, self.kid), (self.ykeys, self.yid), (self.nkeys, self.nid)],
                      depth, lo=lo, hi=hi, hash=self.index)
 
     def hist_at(self, t: int) -> int:
@@ -1125,11 +1129,12 @@ class _Rel:
         self.blen = _grown(self.blen, n, 0)
 
     def set_layers(self, keys: I64, depth: I32,
-                   alts: dict[Layout, list[I64]] | None = None) -> None:
-        """(initialize's rounds) The facts so far, sorted, and their depths: what a join of
-        the old version reads. ``alts``: the facts in other layouts (sorted, with their
-        positions), when known."""
-        self.keys, self.n_ids, self.depth = keys, len(keys), depth
+                   alts: dict[Layout, list[I64]] | None = None,
+                   kid: I64 | None = None) -> None:
+        """(initialize's rounds) The facts so far, sorted, and their depths by id: what a
+        join of the old version reads. ``alts``: the facts in other layouts (sorted, with
+        their ids), when known. ``kid``: the keys' ids (None: their positions)."""
+        self.keys, self.n_ids, self.depth, self.kid = keys, len(keys), depth, kid
         self.ykeys = self.yid = self.nkeys = self.nid = _E64
         self.index = None
         self.alts = {} if alts is None else alts
@@ -1739,7 +1744,8 @@ class ColumnarStratum:
         # key with their positions (binary relations), each kept by merging a round's new
         # facts in, not by sorting again
         members: dict[str, I64] = {p: _E64 for p in self.rels}
-        depths: dict[str, I32] = {p: _E32 for p in self.rels}
+        mids: dict[str, I64] = {p: _E64 for p in self.rels}  # their ids (derivation order)
+        depths: dict[str, I32] = {p: _E32 for p in self.rels}  # by id
         swapped: dict[str, list[I64]] = {p: [_E64] * 6 for p in self.rels}
         t = 0
         while True:
@@ -1748,27 +1754,29 @@ class ColumnarStratum:
                 if (w <= 0).any():
                     raise AssertionError(f"negative derivation count in {pred}")
                 births[pred].append((k, np.full(len(k), t, np.int32), w))
-                pos, hit = _find(members[pred], k)
+                _, hit = _find(members[pred], k)
                 new = k[~hit]
                 layers[pred].append(new)
                 if len(new):
-                    # one pass each: the members with their depths, then the swapped keys
-                    # with the members' new positions as ids
-                    merged, depth, pos_old, pos_new = kernels.merge_placed(
-                        members[pred], depths[pred], new, np.full(len(new), t, np.int32))
-                    members[pred], depths[pred] = merged, depth
+                    # ids in derivation order: a round's merges (one compiled pass each)
+                    # move no fact's id, so its depth is appended, not moved
+                    nid = np.arange(len(members[pred]), len(members[pred]) + len(new),
+                                    dtype=np.int64)
+                    depths[pred] = np.concatenate([depths[pred],
+                                                   np.full(len(new), t, np.int32)])
+                    members[pred], mids[pred] = kernels.merge_ids(members[pred], mids[pred],
+                                                                  new, nid)
                     if self.rels[pred].arity == 2:
                         sk, sid = swapped[pred][:2]
                         nsk = _swap(new)
                         order = np.argsort(nsk)
-                        both, ids = kernels.merge_remapped(sk, sid, pos_old, nsk[order],
-                                                           pos_new[order])
+                        both, ids = kernels.merge_ids(sk, sid, nsk[order], nid[order])
                         swapped[pred] = [both, ids, _E64, _E64, _E64, _E64]
                     born += len(new)
             for pred in self.rels:
                 if len(layers[pred]) <= t:
                     layers[pred].append(_E64)
-            self._build_rels(members, depths, swapped)
+            self._build_rels(members, mids, depths, swapped)
             if not born or not self.recursive_rules:
                 break
             t += 1
@@ -1813,7 +1821,12 @@ class ColumnarStratum:
                     if len(k):
                         bh[int(bt[0])] += len(k)
                 rel.bhist = _trim(bh)
-            rel.set_main(rel.keys, rel.depth[:n], bstart, blen, alts=rel.alts)
+            # from ids in derivation order to positions in key order (the main part's ids)
+            kid = rel.kid if rel.kid is not None else np.arange(n, dtype=np.int64)
+            place = np.empty(n, np.int64)
+            place[kid] = np.arange(n, dtype=np.int64)
+            alts = {layout: [alt[0], place[alt[1]], *alt[2:]] for layout, alt in rel.alts.items()}
+            rel.set_main(rel.keys, rel.depth[kid], bstart, blen, alts=alts)
             rel.hist = _trim(np.array([len(new) for new in layers[pred]], np.int64))
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         for pred, rel in self.rels.items():
@@ -1822,12 +1835,14 @@ class ColumnarStratum:
         # the store takes the facts coded (a copy: the stratum's arrays change in place)
         return {p: CodedRows(rel.keys.copy(), self._coding(p)) for p, rel in self.rels.items()}
 
-    def _build_rels(self, members: Mapping[str, I64], depths: Mapping[str, I32],
-                    swapped: Mapping[str, list[I64]]) -> None:
-        """(initialize) The member arrays with depths, and by swapped key, so far."""
+    def _build_rels(self, members: Mapping[str, I64], mids: Mapping[str, I64],
+                    depths: Mapping[str, I32], swapped: Mapping[str, list[I64]]) -> None:
+        """(initialize) The member arrays with their ids and depths by id, and by swapped
+        key, so far."""
         for pred, rel in self.rels.items():
             rel.set_layers(members[pred], depths[pred],
-                           alts={SWAPPED: swapped[pred]} if rel.arity == 2 else None)
+                           alts={SWAPPED: swapped[pred]} if rel.arity == 2 else None,
+                           kid=mids[pred])
 
     # -- sources ---------------------------------------------------------------------------
     def _src_input(self, pred: str, new: bool) -> Source:

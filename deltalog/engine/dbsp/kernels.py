@@ -349,53 +349,6 @@ def merge_ids(a, ida, b, idb):
     return keys, ids
 
 
-@njit(cache=True, nogil=True)
-def merge_placed(a, va, b, vb):
-    """Sorted keys ``a`` (values ``va``) and sorted keys ``b`` (values ``vb``, of va's
-    type), none in both, merged in one pass: (keys, values, where a's went, where b's
-    went)."""
-    n = a.shape[0] + b.shape[0]
-    keys = np.empty(n, np.int64)
-    vals = np.empty(n, va.dtype)
-    pos_a = np.empty(a.shape[0], np.int64)
-    pos_b = np.empty(b.shape[0], np.int64)
-    i = 0
-    j = 0
-    for k in range(n):
-        if j == b.shape[0] or (i < a.shape[0] and a[i] < b[j]):
-            keys[k] = a[i]
-            vals[k] = va[i]
-            pos_a[i] = k
-            i += 1
-        else:
-            keys[k] = b[j]
-            vals[k] = vb[j]
-            pos_b[j] = k
-            j += 1
-    return keys, vals, pos_a, pos_b
-
-
-@njit(cache=True, nogil=True)
-def merge_remapped(a, ida, remap, b, idb):
-    """``merge_ids`` where a's ids are first mapped: (keys, ids) with remap[ida[i]] for
-    a's i-th key and idb[j] for b's j-th."""
-    n = a.shape[0] + b.shape[0]
-    keys = np.empty(n, np.int64)
-    ids = np.empty(n, np.int64)
-    i = 0
-    j = 0
-    for k in range(n):
-        if j == b.shape[0] or (i < a.shape[0] and a[i] < b[j]):
-            keys[k] = a[i]
-            ids[k] = remap[ida[i]]
-            i += 1
-        else:
-            keys[k] = b[j]
-            ids[k] = idb[j]
-            j += 1
-    return keys, ids
-
-
 _warm = False
 
 
@@ -414,8 +367,6 @@ def warm() -> None:
     sum_by_key(i64, i64)
     gallop(i64, i64, i64.copy())
     merge_ids(i64, i64, i64[:0], i64[:0])
-    merge_placed(i64, i32, i64[:0], i32[:0])
-    merge_remapped(i64, i64, i64, i64[:0], i64[:0])
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
           i64.copy(), i64.copy(), i64.copy(), i64.copy(), 0, i32.copy(), i64.copy(),
