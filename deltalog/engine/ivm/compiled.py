@@ -22,7 +22,7 @@ under a binding a negation rejects are recorded too, which is more than the tupl
 records and never less than the maintenance needs.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,39 @@ Unit = tuple[Any, ...]
 IndexKey = tuple[Any, ...]
 
 
+class UnitColumns(Mapping[Unit, Env]):
+    """The units of a body as the compiled recording finds them: columns of Python values
+    of the variables ``names`` (distinct rows). A unit is the tuple of a row's values, its
+    environment the dict of them, made when asked for; ``columns`` lets a head project
+    all of them at once (``deltalog.engine.ivm.stratum``)."""
+
+    def __init__(self, names: Sequence[str], columns: Sequence[list[Any]]):
+        if not columns:
+            raise ValueError("units of no variable are a dict")
+        self.names, self.columns = tuple(names), list(columns)
+        self._held: set[Unit] | None = None
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def __iter__(self) -> Iterator[Unit]:
+        return zip(*self.columns, strict=True)
+
+    def __contains__(self, unit: object) -> bool:
+        if self._held is None:
+            self._held = set(self)
+        return unit in self._held
+
+    def __getitem__(self, unit: Unit) -> Env:
+        if unit not in self:
+            raise KeyError(unit)
+        return dict(zip(self.names, unit, strict=True))
+
+    def items(self) -> Iterator[tuple[Unit, Env]]:  # type: ignore[override]
+        names = self.names
+        return ((unit, dict(zip(names, unit, strict=True))) for unit in self)
+
+
 @dataclass
 class Recording:
     """What ``record_body`` gives: the units of the body, its sensitivity intervals as
@@ -59,7 +92,7 @@ class Recording:
     indexes, and ``coded(pred, perm)``: the same as a coded index (an int and float
     relation's, for the commits' compiled join)."""
 
-    units: dict[Unit, Env]
+    units: Mapping[Unit, Env]
     parts: dict[IndexKey, CodedIntervals]
     plain: dict[IndexKey, list[Record]]
     added: int
@@ -194,10 +227,9 @@ def record_body(
     kept = np.stack([cols.codes[v] for v in plan.order[:exist]], axis=1) if exist else (
         np.zeros((cols.n, 0), np.int64))
     kept = sorted_distinct(kept) if exist else kept[:1]
-    columns = [codes.python(kept[:, j], types[j]) for j in range(exist)]
-    units: dict[Unit, Env] = {}
-    for values in zip(*columns, strict=True) if columns else ([()] if len(kept) else []):
-        units[values] = dict(zip(plan.order[:exist], values, strict=True))
+    units: Mapping[Unit, Env] = UnitColumns(
+        plan.order[:exist], [codes.python(kept[:, j], types[j]) for j in range(exist)]
+    ) if exist else ({(): {}} if len(kept) else {})
     added += _index_parts(rec[:rn], flat, plan, rule, kernel, computed, book, parts)
 
     return Recording(units, parts, plain, added, sorted_rows, coded)

@@ -183,7 +183,7 @@ class RuleMaintainer:
 
     # -- the two entry points -----------------------------------------------------------
     def initialize(self, store: RelationStore, stats: JoinStats, counters: WorkCounters,
-                   prog: AnalyzedProgram | None = None) -> dict[Unit, Env]:
+                   prog: AnalyzedProgram | None = None) -> Mapping[Unit, Env]:
         """Evaluate the whole body over the current versions, recording sensitivities: on
         the compiled join when ``prog`` is given and the rule allows it
         (``deltalog.engine.ivm.compiled``; ``recorded_by`` says which join recorded)."""

@@ -6,7 +6,7 @@ Recursive strata are maintained the DBSP way (``deltalog.engine.dbsp``); asking 
 is an error.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -16,6 +16,7 @@ from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.exact_sum import group_out_of_range
 from deltalog.engine.heads import functional_conflict, head_projection
 from deltalog.engine.ivm.aggregates import GroupAggregates
+from deltalog.engine.ivm.compiled import UnitColumns
 from deltalog.engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
 from deltalog.engine.join.plan import Env
 from deltalog.engine.join.trie import JoinStats
@@ -49,6 +50,17 @@ class _RuleHead:
         self.__dict__.update(state)
         self.project = head_projection(self.maintainer.rule, self.schema)
 
+    def _columns_at(self, names: tuple[str, ...]) -> list[int] | None:
+        """Where the head's arguments are among the units' variables, when the head is
+        only variables, at least one, all among them, and no column needs a coercion
+        (``head_projection``'s fast case); else None."""
+        args = self.maintainer.rule.head.args
+        if not args or any(c.type == "float" for c in self.schema.columns):
+            return None
+        if not all(isinstance(a, Var) and a.name in names for a in args):
+            return None
+        return [names.index(a.name) for a in args]  # type: ignore[union-attr]
+
     def group(self, env: Env) -> tuple[Any, ...]:
         return tuple(env[k.name] if isinstance(k, Var) else k.value for k in self.keys)
 
@@ -59,8 +71,12 @@ class _RuleHead:
     def contributions(self, old: Mapping[Unit, Env], new: Mapping[Unit, Env]) -> dict[Row, int]:
         """Support changes of head rows from the units that left (old only) and joined
         (new only) the body."""
-        out: dict[Row, int] = defaultdict(int)
         agg = self.agg
+        if agg is None and not old and type(new) is UnitColumns:
+            at = self._columns_at(new.names)
+            if at is not None:  # every head row at once: a column per head argument
+                return Counter(zip(*[new.columns[i] for i in at], strict=True))
+        out: dict[Row, int] = defaultdict(int)
         if agg is None:
             for unit, env in old.items():
                 if unit not in new:

@@ -21,7 +21,7 @@ from deltalog.engine import state_codec
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals
-from deltalog.engine.ivm.compiled import _uncontained
+from deltalog.engine.ivm.compiled import UnitColumns, _uncontained
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.stratum import SensitivityStratum
 from deltalog.engine.runtime import IncrementalEngine
@@ -139,6 +139,27 @@ def test_compiled_recording_maintains_like_recompute_and_the_tuple_join(program,
         want = evaluate(prog, current)
         for p in prog.idb:
             assert compiled.relation(p) == want[p], (p, deltas)
+
+
+def test_the_recordings_units_are_a_mapping_of_units_to_environments():
+    """A load's units come as columns (``UnitColumns``); as a mapping they are what the
+    tuple join's dict of units is, and a head of variables takes them all at once."""
+    units = UnitColumns(("x", "y"), [[1, 1, 2], ["a", "b", "a"]])
+    as_dict = {(1, "a"): {"x": 1, "y": "a"}, (1, "b"): {"x": 1, "y": "b"},
+               (2, "a"): {"x": 2, "y": "a"}}
+    assert len(units) == 3 and list(units) == list(as_dict)
+    assert dict(units.items()) == as_dict and units[(2, "a")] == {"x": 2, "y": "a"}
+    assert (1, "b") in units and (2, "b") not in units
+    with pytest.raises(KeyError):
+        units[(2, "b")]
+    prog = load_program(".decl e(x: int, y: string)\np(y, x, y) :- e(x, y).\n"
+                        "q(y) :- e(_, y).\nr(x, 7) :- e(x, _).\n")
+    engine = IncrementalEngine(prog, {"e": {(1, "a"), (1, "b"), (2, "a")}}, "sensitivity")
+    for head in (h for _, m in engine.strata if isinstance(m, SensitivityStratum)
+                 for h in m.heads):
+        got = head.contributions({}, units)
+        assert got == head.contributions({}, as_dict), head.pred
+    assert engine.relation("q") == {("a",), ("b",)}
 
 
 def _maintainers(engine: IncrementalEngine) -> list[Any]:
