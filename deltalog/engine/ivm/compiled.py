@@ -22,6 +22,7 @@ under a binding a negation rejects are recorded too, which is more than the tupl
 records and never less than the maintenance needs.
 """
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,63 +101,104 @@ class Recording:
     coded: Callable[[str, tuple[int, ...]], CodedIndex]
 
 
+class LoadCoding:
+    """The relations a load's rules read, coded once for all of them: one dictionary of
+    every string the relations and the rules hold (order-preserving codes), each relation
+    a table of codes with its sorted indexes (``Relation``). A relation with a value that
+    has no code (an integer beyond 64 bits, a value at the ends of the 64-bit range) is
+    refused, and so is every rule that reads it (``relations_of``); a rule whose own
+    constants are not strings is refused by ``rule_strings``. Raises ``NotColumnar`` when
+    the dictionary cannot be made (a value that is not a string in a string column)."""
+
+    def __init__(self, prog: AnalyzedProgram, store: RelationStore, preps: Sequence[Any]):
+        self.refused: dict[str, str] = {}
+        # Each relation's rows read once: an int relation straight into an array (ints
+        # are their own codes), any other as columns, whose strings the dictionary needs
+        # first.
+        tables: dict[str, Any] = {}
+        listed: dict[str, list[list[Any]]] = {}
+        strings: list[set[Any]] = []
+        for prep in preps:
+            with contextlib.suppress(NotColumnar):  # (that rule's recording finds out)
+                strings.append(set(rule_strings(prep.rule)))
+        preds = sorted({a.pred for prep in preps for a in (*prep.atoms, *prep.negations)})
+        for pred in preds:
+            try:
+                got = _read_relation(prog.schemas[pred], store[pred].rows)
+            except NotColumnar as why:
+                self.refused[pred] = str(why)
+                continue
+            if isinstance(got, np.ndarray):
+                tables[pred] = got
+                continue
+            listed[pred] = got
+            strings += [set(col) for col, c in zip(got, prog.schemas[pred].columns,
+                                                   strict=True) if c.type == "string"]
+        self.codes = codes = Codes(strings)
+        for pred, columns in listed.items():
+            tables[pred] = np.stack([codes.encode(col, c.type) for col, c in zip(
+                columns, prog.schemas[pred].columns, strict=True)], axis=1)
+        self.relations: dict[str, Relation] = {}
+        for pred, table in tables.items():
+            if (table == kernels.BOT).any() or (table == kernels.TOP).any():
+                self.refused[pred] = "a value at the ends of the 64-bit range"
+            else:
+                self.relations[pred] = Relation.of(table)
+
+    def relations_of(self, prep: Any) -> dict[str, Relation]:
+        """The coded relations the rule ``prep`` reads; ``NotColumnar`` when it cannot be
+        recorded on them (a constant not coded, a relation refused)."""
+        for value in rule_strings(prep.rule):  # not a string: NotColumnar
+            self.codes.code(value, "string")
+        preds = sorted({a.pred for a in (*prep.atoms, *prep.negations)})
+        for pred in preds:
+            if pred in self.refused:
+                raise NotColumnar(self.refused[pred])
+        return {pred: self.relations[pred] for pred in preds}
+
+
+def _read_relation(schema: Any, held: Any) -> "NDArray[np.int64] | list[list[Any]]":
+    """A relation's rows for coding: an int relation as its table (ints are their own
+    codes), any other as columns of Python values."""
+    ints = all(c.type == "int" for c in schema.columns)
+    if type(held) is CodedRows and len(held):  # a columnar stratum's: read by column
+        by_col = held.columns()
+        if any(c.dtype == object for c, s in zip(by_col, schema.columns, strict=True)
+               if s.type == "int"):
+            raise NotColumnar("an integer beyond 64 bits")
+        if ints:
+            return np.stack(by_col, axis=1)
+        return [c.tolist() for c in by_col]
+    rows = list(held)
+    if not rows:
+        return np.zeros((0, schema.arity), np.int64)
+    if ints:
+        try:
+            return np.array(rows, np.int64).reshape(len(rows), schema.arity)
+        except OverflowError:
+            raise NotColumnar("an integer beyond 64 bits") from None
+    return [[r[i] for r in rows] for i in range(schema.arity)]
+
+
 def record_body(
     plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram, store: RelationStore,
-    stats: JoinStats,
+    stats: JoinStats, coding: "LoadCoding | None" = None,
 ) -> Recording:
     """The first evaluation of the body ``plan`` joins
     (``deltalog.engine.ivm.rule.RuleMaintainer``'s plan; ``indexed[a]``: atom a has
     sensitivity indices) over the current versions, recorded (``Recording``);
     ``NotColumnar`` when the compiled join cannot record this rule as the tuple join
-    would."""
+    would. ``coding``: the relations coded for every rule of the load (default: for this
+    rule alone)."""
     prep = plan.prep
     if plan.complements:
         raise NotColumnar("a complement atom")
     if any(not a.vars for a in prep.atoms):
         raise NotColumnar("an atom with no variables")
-    preds = {a.pred for a in prep.atoms} | {n.pred for n in prep.negations}
-    # Each relation's rows read once: an int relation straight into an array (ints are
-    # their own codes), any other as columns, whose strings the dictionary needs first.
-    tables: dict[str, Any] = {}
-    listed: dict[str, list[list[Any]]] = {}
-    strings: list[set[Any]] = [set(rule_strings(prep.rule))]  # not a string: NotColumnar
-    for pred in preds:
-        schema = prog.schemas[pred]
-        held = store[pred].rows
-        ints = all(c.type == "int" for c in schema.columns)
-        if type(held) is CodedRows and len(held):  # a columnar stratum's: read by column
-            by_col = held.columns()
-            if any(c.dtype == object for c, s in zip(by_col, schema.columns, strict=True)
-                   if s.type == "int"):
-                raise NotColumnar("an integer beyond 64 bits")
-            if ints:
-                tables[pred] = np.stack(by_col, axis=1)
-                continue
-            columns = [c.tolist() for c in by_col]
-        else:
-            rows = list(held)
-            if not rows:
-                tables[pred] = np.zeros((0, schema.arity), np.int64)
-                continue
-            if ints:
-                try:
-                    tables[pred] = np.array(rows, np.int64).reshape(len(rows), schema.arity)
-                except OverflowError:
-                    raise NotColumnar("an integer beyond 64 bits") from None
-                continue
-            columns = [[r[i] for r in rows] for i in range(schema.arity)]
-        listed[pred] = columns
-        strings += [set(col) for col, c in zip(columns, schema.columns, strict=True)
-                    if c.type == "string"]
-    codes = Codes(strings)
-    for pred, columns in listed.items():
-        tables[pred] = np.stack([codes.encode(col, c.type) for col, c in zip(
-            columns, prog.schemas[pred].columns, strict=True)], axis=1)
-    relations: dict[str, Relation] = {}
-    for pred, table in tables.items():
-        if (table == kernels.BOT).any() or (table == kernels.TOP).any():
-            raise NotColumnar("a value at the ends of the 64-bit range")
-        relations[pred] = Relation.of(table)
+    if coding is None:
+        coding = LoadCoding(prog, store, [prep])
+    codes = coding.codes
+    relations = coding.relations_of(prep)
     rule = CompiledRule(prog, prep, codes, relations)
 
     def sorted_rows(pred: str, perm: tuple[int, ...]) -> list[Row]:

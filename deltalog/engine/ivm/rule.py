@@ -26,7 +26,7 @@ from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar.encoding import NotColumnar
 from deltalog.engine.columnar.versions import code_columns, coded_index
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
-from deltalog.engine.ivm.compiled import CommitJoin, Regions, record_body
+from deltalog.engine.ivm.compiled import CommitJoin, LoadCoding, Regions, record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.kernels import absent_depths
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
@@ -183,15 +183,17 @@ class RuleMaintainer:
 
     # -- the two entry points -----------------------------------------------------------
     def initialize(self, store: RelationStore, stats: JoinStats, counters: WorkCounters,
-                   prog: AnalyzedProgram | None = None) -> Mapping[Unit, Env]:
+                   prog: AnalyzedProgram | None = None,
+                   coding: LoadCoding | None = None) -> Mapping[Unit, Env]:
         """Evaluate the whole body over the current versions, recording sensitivities: on
         the compiled join when ``prog`` is given and the rule allows it
-        (``deltalog.engine.ivm.compiled``; ``recorded_by`` says which join recorded)."""
+        (``deltalog.engine.ivm.compiled``; ``recorded_by`` says which join recorded), over
+        ``coding``'s relations when given (coded once for every rule of the load)."""
         if prog is not None:
             try:
                 if self.paper_trace:
                     raise NotColumnar("the paper's trace is asked for")
-                got = record_body(self.plan, self.indexed, prog, store, stats)
+                got = record_body(self.plan, self.indexed, prog, store, stats, coding)
             except NotColumnar as why:
                 self.recorded_by = f"tuples: {why}"
             else:

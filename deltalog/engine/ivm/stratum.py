@@ -12,11 +12,12 @@ from typing import Any
 
 from deltalog.engine.analysis.containment import supersets
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.columnar.encoding import NotColumnar
 from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.exact_sum import group_out_of_range
 from deltalog.engine.heads import functional_conflict, head_projection
 from deltalog.engine.ivm.aggregates import GroupAggregates
-from deltalog.engine.ivm.compiled import UnitColumns
+from deltalog.engine.ivm.compiled import LoadCoding, UnitColumns
 from deltalog.engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
 from deltalog.engine.join.plan import Env
 from deltalog.engine.join.trie import JoinStats
@@ -165,12 +166,18 @@ class SensitivityStratum:
         for pred in self.preds:  # program facts of a derived predicate: permanent support
             self._add(pred, dict.fromkeys(self.prog.facts.get(pred, ()), 1))
         contained = supersets(self.prog)
-        for rule in self.stratum.rules:
-            m = RuleMaintainer(rule, store, supersets=contained)
-            head = _RuleHead(self.prog, m)
-            self.heads.append(head)
-            units = m.initialize(store, stats, counters,
-                                 self.prog if self.compiled else None)
+        self.heads = [_RuleHead(self.prog, RuleMaintainer(rule, store, supersets=contained))
+                      for rule in self.stratum.rules]
+        coding = None
+        if self.compiled:  # the relations the rules read, coded once for all of them
+            try:
+                coding = LoadCoding(self.prog, store,
+                                    [h.maintainer.plan.prep for h in self.heads])
+            except NotColumnar:  # each rule's recording says why
+                coding = None
+        for head in self.heads:
+            units = head.maintainer.initialize(store, stats, counters,
+                                               self.prog if self.compiled else None, coding)
             self._add(head.pred, head.contributions({}, units))
         self.work = {**stats.as_dict(), **counters.as_dict()}
         return {p: set(rows) for p, rows in self.support.items()}

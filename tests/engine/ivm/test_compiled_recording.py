@@ -415,3 +415,24 @@ def test_an_integer_beyond_64_bits_records_on_the_tuple_join():
     assert engine.relation("p") == {(1, 3)}
     engine.apply({"e": {(3, 4): 1}})
     assert engine.relation("p") == {(1, 3), (2**70, 4)}
+
+
+def test_a_loads_rules_share_one_coding_and_a_refused_relation_refuses_only_its_readers():
+    """The rules of a stratum's load read relations coded once for all of them
+    (``LoadCoding``): a relation with no codes (an int beyond 64 bits) sends only the rules
+    that read it to the tuple join; the others record compiled, on the shared strings."""
+    prog = load_program(
+        ".decl e(a: string, b: string)\n.decl big(a: int)\n.decl s(a: string)\n"
+        "p(x, z) :- e(x, y), e(y, z).\np(x, y) :- e(x, y), s(y).\n"
+        "p(y, y) :- big(_), e(y, \"b\").\n")
+    assert [s.preds for s in prog.strata] == [("p",)]
+    data = {"e": {("a", "b"), ("b", "c")}, "big": {(2**70,)}, "s": {("b",)}}
+    engine = IncrementalEngine(prog, data, "sensitivity")
+    assert [m.recorded_by for m in _maintainers(engine)] == [
+        "compiled", "compiled", "tuples: an integer beyond 64 bits"]
+    assert engine.relation("p") == evaluate(prog, data)["p"] == {
+        ("a", "c"), ("a", "b"), ("a", "a")}
+    engine.apply({"e": {("c", "b"): 1}, "s": {("c",): 1}})
+    data["e"].add(("c", "b"))
+    data["s"].add(("c",))
+    assert engine.relation("p") == evaluate(prog, data)["p"]
