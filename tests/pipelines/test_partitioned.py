@@ -394,7 +394,9 @@ def test_an_executor_lost_mid_run_on_a_two_executor_cluster_applies_nothing_twic
     assert "Lost executor" in child.stderr or "lost executor" in child.stderr.lower()
 
 
-@settings(max_examples=12, deadline=None, database=None,
+# (6 random examples beside the two below: each is a few partitioned Spark runs, about 4 s;
+# the single-process bag tests run many more of the same operations)
+@settings(max_examples=6, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @example(first=[(1, 2), (1, 2), (2, 3)], ops=[("overwrite", [(1, 2), (2, 3)]),
                                               ("append", [(2, 3)]), ("delete", 2)])
