@@ -643,19 +643,6 @@ def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     return k[nz], sums[nz]
 
 
-def _merge_sorted(a: I64, b: I64, at: I64 | None = None) -> tuple[I64, I64, I64]:
-    """a ∪ b (disjoint sorted arrays) and where a's and b's elements went (``at``: b's
-    positions in a, when known)."""
-    out = np.empty(len(a) + len(b), np.int64)
-    pos_b = (_positions(a, b) if at is None else at) + np.arange(len(b), dtype=np.int64)
-    mask = np.ones(len(out), np.bool_)
-    mask[pos_b] = False
-    pos_a = np.flatnonzero(mask)
-    out[pos_a] = a
-    out[pos_b] = b
-    return out, pos_a, pos_b
-
-
 class _Hash:
     """Packed keys to ids: open addressing with linear probing, at most half full (a
     probe is one random access, where a binary search among millions of keys is a

@@ -162,7 +162,6 @@ class SensitivityStratum:
 
     def initialize(self, store: RelationStore) -> dict[str, set[Row]]:
         stats, counters = JoinStats(), WorkCounters()
-        self.heads = []
         for pred in self.preds:  # program facts of a derived predicate: permanent support
             self._add(pred, dict.fromkeys(self.prog.facts.get(pred, ()), 1))
         contained = supersets(self.prog)
@@ -171,8 +170,9 @@ class SensitivityStratum:
         coding = None
         if self.compiled:  # the relations the rules read, coded once for all of them
             try:
-                coding = LoadCoding(self.prog, store,
-                                    [h.maintainer.plan.prep for h in self.heads])
+                coding = LoadCoding(self.prog, store, [
+                    h.maintainer.plan.prep for h in self.heads
+                    if not h.maintainer.plan.complements and not h.maintainer.paper_trace])
             except NotColumnar:  # each rule's recording says why
                 coding = None
         for head in self.heads:
