@@ -86,8 +86,9 @@ def _differential(spark, text: str, steps) -> None:
 
 
 # The ``spark`` fixture hands every example the run's one session (it is function-scoped
-# only to check the session is alive around each test).
-FAST = settings(max_examples=10, deadline=None, database=None,
+# only to check the session is alive around each test). Each example is a few partitioned
+# Spark runs (2-4 s); the single-process oracle suites run many more programs.
+FAST = settings(max_examples=6, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 
