@@ -2,14 +2,16 @@
 
 The engine's loads and large commits make and drop numpy arrays of megabytes, round after
 round (a recursive stratum's load: one merge per round of a million-row relation). glibc's
-malloc gives each array above its mmap threshold (at first 128 KiB, rising to 32 MiB as
-such arrays are freed) pages of its own and hands them back to the system when it is
-freed, and it trims the heap's free top past 128 KiB; the next array of that size then
-takes fresh pages, which the kernel must fault in and zero. Measured on the random
-closure's first load (2,000 nodes, 10,000 edges, 3.9 million paths; 2 cores): 3.0-3.3 s
-with glibc's defaults, 2.4 s with arrays up to 32 MiB kept in the heap and up to 1 GiB of
-free heap kept for reuse; the peak RSS is the same (what a process holds at its peak is
-what it uses), only memory freed after it stays with the process.
+malloc gives each array above its mmap threshold (at first 128 KiB, rising to at most 32
+MiB as such arrays are freed) pages of its own and hands them back to the system when it
+is freed, and it trims the heap's free top past twice that threshold; the next array of
+that size then takes fresh pages, which the kernel must fault in and zero. Both are
+fixed here (setting either alone stops glibc adjusting the other, which changed nothing
+measurable). Measured on the random closure's first load (2,000 nodes, 10,000 edges, 3.9
+million paths; 2 cores): 3.0-3.3 s with glibc's defaults, 2.4 s with arrays up to 32 MiB
+kept in the heap and up to 1 GiB of free heap kept for reuse; the peak RSS is the same
+(what a process holds at its peak is what it uses), only memory freed after it stays with
+the process.
 
 ``tune_malloc`` sets both through ``mallopt``, once per process, where the C library is
 glibc (elsewhere it changes nothing). The CLI, every stratum run (Dagster's runs
