@@ -39,6 +39,7 @@ from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
 from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex, code_columns
 from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Record
 from deltalog.engine.ivm.kernels import build_oracle, lftj_versions
+from deltalog.engine.ivm.lftj import IndexKey
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
@@ -47,8 +48,7 @@ from deltalog.engine.storage import CodedRows, RelationStore
 from deltalog.engine.syntax.ast import Atom, Const, Expr
 from deltalog.engine.values import Row
 
-Unit = tuple[Any, ...]
-IndexKey = tuple[Any, ...]
+Unit = tuple[Any, ...]  # a body's values of the variables before the existential level
 
 
 class UnitColumns(Mapping[Unit, Env]):

@@ -26,7 +26,7 @@ from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar.encoding import NotColumnar
 from deltalog.engine.columnar.versions import code_columns, coded_index
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
-from deltalog.engine.ivm.compiled import CommitJoin, LoadCoding, Regions, record_body
+from deltalog.engine.ivm.compiled import CommitJoin, LoadCoding, Regions, Unit, record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.kernels import absent_depths
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
@@ -42,10 +42,8 @@ from deltalog.engine.join.plan import (
     prepare,
 )
 from deltalog.engine.join.trie import JoinStats
-from deltalog.engine.storage import RelationStore, SortedRows, permute
+from deltalog.engine.storage import RelationStore, SortedRows, VersionedRelation, permute
 from deltalog.engine.syntax.ast import Rule
-
-Unit = tuple[Any, ...]
 
 
 class WorkCounters:
@@ -258,50 +256,26 @@ class RuleMaintainer:
         return True
 
     @staticmethod
-    def _surgeries(store: RelationStore, counters: WorkCounters
-                   ) -> Callable[[str, tuple[int, ...]], list[Any]]:
+    def _surgeries(store: RelationStore, counters: WorkCounters,
+                   commit: CommitJoin | None = None
+                   ) -> Callable[[str, tuple[int, ...]], list[Surgery]]:
         """``ops(pred, perm)``: the tree surgery of ``pred``'s last commit in ``perm`` order
-        (made once per commit and column order)."""
-        surgeries: dict[tuple[str, tuple[int, ...]], list[Any]] = {}
-
-        def ops(pred: str, perm: tuple[int, ...]) -> list[Any]:
-            got = surgeries.get((pred, perm))
-            if got is None:
-                rel = store[pred]
-                delta = [(permute(r, perm), w) for r, w in rel.delta().items()]
-                got = tree_surgery(delta, rel.previous(perm), rel.current(perm))
-                surgeries[(pred, perm)] = got
-                counters.surgeries += len(got)
-            return got
-
-        return ops
-
-    @staticmethod
-    def _coded_surgeries(store: RelationStore, counters: WorkCounters, commit: CommitJoin
-                         ) -> Callable[[str, tuple[int, ...]], list[Surgery]]:
-        """``_surgeries`` for the relations a compiled commit reads: where each changed
-        row's surgery starts is found on the coded index's two versions (one compiled
-        search per version), not by ceilings on the sorted ones."""
+        (made once per commit and column order). With ``commit`` (a compiled commit, whose
+        relations keep coded indexes) where each changed row's surgery starts is found on
+        the coded index's two versions (one compiled search per version), not by prefix
+        searches on the sorted ones."""
         surgeries: dict[tuple[str, tuple[int, ...]], list[Surgery]] = {}
 
         def ops(pred: str, perm: tuple[int, ...]) -> list[Surgery]:
             got = surgeries.get((pred, perm))
             if got is None:
                 rel = store[pred]
-                index = rel.coded(perm)
-                rows = sorted((permute(r, perm), w) for r, w in rel.delta().items())
-                codes = code_columns([r for r, _ in rows], commit.column_types(pred, perm))
-                if index is None or codes is None:  # (``_coded_versions`` checked both)
-                    raise AssertionError(f"{pred} has no coded index for its change")
-                inserted = np.array([w > 0 for _, w in rows], np.bool_)
-                depths = np.zeros(len(rows), np.int64)
-                for old, pick in ((True, inserted), (False, ~inserted)):
-                    # (an insertion's branch is new against the version before, an
-                    # erasure's against the one after)
-                    if pick.any():
-                        depths[pick] = absent_depths(  # type: ignore[call-arg]
-                            *index.version(old), np.ascontiguousarray(codes[pick]))
-                got = surgeries[(pred, perm)] = surgery_at(rows, depths.tolist())
+                if commit is None:
+                    delta = [(permute(r, perm), w) for r, w in rel.delta().items()]
+                    got = tree_surgery(delta, rel.previous(perm), rel.current(perm))
+                else:
+                    got = _coded_surgery(rel, perm, commit)
+                surgeries[(pred, perm)] = got
                 counters.surgeries += len(got)
             return got
 
@@ -315,7 +289,7 @@ class RuleMaintainer:
         surgeries, the oracle built from the coded regions, the old and new body
         evaluated inside it on the compiled join, the new one's intervals kept as parts
         on arrays."""
-        ops = self._coded_surgeries(store, counters, commit)
+        ops = self._surgeries(store, counters, commit)
         regions = Regions(commit.types, self.plan.exist_level)
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):
@@ -438,3 +412,22 @@ class RuleMaintainer:
         new = self._evaluate(store, False, root, True, stats, counters, complements)
         return old, new
 
+
+def _coded_surgery(rel: VersionedRelation, perm: tuple[int, ...],
+                   commit: CommitJoin) -> list[Surgery]:
+    """The tree surgery of ``rel``'s last commit in ``perm`` order, each changed row's
+    start found on its coded index's versions (``kernels.absent_depths``)."""
+    index = rel.coded(perm)
+    rows = sorted((permute(r, perm), w) for r, w in rel.delta().items())
+    codes = code_columns([r for r, _ in rows], commit.column_types(rel.name, perm))
+    if index is None or codes is None:  # (``_coded_versions`` checked both)
+        raise AssertionError(f"{rel.name} has no coded index for its change")
+    inserted = np.array([w > 0 for _, w in rows], np.bool_)
+    depths = np.zeros(len(rows), np.int64)
+    for old, pick in ((True, inserted), (False, ~inserted)):
+        # (an insertion's branch is new against the version before, an erasure's against
+        # the one after)
+        if pick.any():
+            depths[pick] = absent_depths(  # type: ignore[call-arg]
+                *index.version(old), np.ascontiguousarray(codes[pick]))
+    return surgery_at(rows, depths.tolist())
