@@ -29,6 +29,7 @@ from deltalog.engine.storage import (
     CodedRows,
     Delta,
     RelationStore,
+    StratumMaintainer,
 )
 from deltalog.engine.values import Row
 
@@ -150,42 +151,30 @@ class RecomputeEngine:
 STRATEGIES = ("auto", "sensitivity", "dbsp", "recompute")
 
 
-class StratumMaintainer(Protocol):
-    """Maintains the predicates of one stratum (the contract every strategy keeps).
-
-    ``initialize`` computes the stratum from the current versions of its inputs in the
-    store and returns the full contents of its predicates (sets of rows, or coded rows the
-    store keeps as they are); ``apply`` gets the non-empty
-    effective input deltas of a commit (the store presents ``previous()`` and
-    ``current()`` of every input) and returns its predicates' effective deltas. Neither
-    commits into the store: the engine does.
-    """
-
-    strategy: str
-    work: dict[str, int]
-
-    def initialize(self, store: RelationStore) -> Mapping[str, set[Row] | CodedRows]: ...
-
-    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...
-
-
 def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
                 columnar: bool = True) -> StratumMaintainer:
     """The maintainer of ``stratum`` under ``strategy``. DBSP strata of the graph shape
     (``deltalog.engine.dbsp.columnar.columnar_reason``) run on the columnar kernel, and
     sensitivity strata record their first evaluation on the compiled join
     (``deltalog.engine.ivm.compiled``), unless ``columnar`` is off; both ways compute the
-    same thing (differential tests)."""
+    same thing (differential tests). A columnar stratum's aggregate rules read lower strata
+    only: the maintainer of a non-recursive stratum of their own keeps them."""
     use_dbsp = strategy == "dbsp" or (strategy == "auto" and stratum.recursive)
     if not use_dbsp:
         from deltalog.engine.ivm.stratum import SensitivityStratum
 
         return SensitivityStratum(prog, stratum, compiled=columnar)
-    from deltalog.engine.dbsp.columnar import ColumnarStratum, columnar_reason
+    from deltalog.engine.dbsp.columnar import (
+        ColumnarStratum,
+        aggregate_rules,
+        columnar_reason,
+    )
     from deltalog.engine.dbsp.stratum import DbspStratum
 
     if columnar and columnar_reason(prog, stratum) is None:
-        return ColumnarStratum(prog, stratum)
+        aggregates = aggregate_rules(stratum)  # (they read lower strata only)
+        return ColumnarStratum(prog, stratum, None if aggregates is None else _maintainer(
+            prog, aggregates, strategy, columnar))
     return DbspStratum(prog, stratum)
 
 
@@ -238,12 +227,23 @@ class IncrementalEngine:
         recursive stratum on the tuple-at-a-time DBSP kernel, a rule whose sensitivity
         intervals the tuple join recorded or whose commits run on it (all right, and
         slower)."""
-        from deltalog.engine.dbsp.columnar import columnar_reason
+        from deltalog.engine.dbsp.columnar import (
+            ColumnarStratum,
+            aggregate_rules,
+            columnar_reason,
+        )
         from deltalog.engine.dbsp.stratum import DbspStratum
         from deltalog.engine.ivm.stratum import SensitivityStratum
 
         out = []
-        for stratum, m in self.strata:
+        every: list[tuple[Stratum, StratumMaintainer]] = []
+        for stratum, m in self.strata:  # (a columnar stratum's aggregate rules: their own)
+            every.append((stratum, m))
+            if isinstance(m, ColumnarStratum) and m.aggregates is not None:
+                rules = aggregate_rules(stratum)
+                assert rules is not None
+                every.append((rules, m.aggregates))
+        for stratum, m in every:
             names = ", ".join(stratum.preds)
             if isinstance(m, DbspStratum):
                 why = (columnar_reason(self.prog, stratum) if self.columnar else None) or (

@@ -527,3 +527,22 @@ class RelationStore:
     def settle(self) -> None:
         for rel in self.relations.values():
             rel.settle()
+
+
+class StratumMaintainer(Protocol):
+    """Maintains the predicates of one stratum (the contract every strategy keeps).
+
+    ``initialize`` computes the stratum from the current versions of its inputs in the
+    store and returns the full contents of its predicates (sets of rows, or coded rows the
+    store keeps as they are); ``apply`` gets the non-empty
+    effective input deltas of a commit (the store presents ``previous()`` and
+    ``current()`` of every input) and returns its predicates' effective deltas. Neither
+    commits into the store: the engine does.
+    """
+
+    strategy: str
+    work: dict[str, int]
+
+    def initialize(self, store: RelationStore) -> Mapping[str, set[Row] | CodedRows]: ...
+
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]: ...

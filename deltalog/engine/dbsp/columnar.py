@@ -12,7 +12,9 @@ one empty row) with, beside them, comparisons and assignments over numbers (``+ 
 on the strings), and negations of lower strata; a variable joins columns of one type, and
 an int may fill a float column of the head. Constants and repeated variables in atoms are
 assignments of the plan (``deltalog.engine.join.plan.prepare``), and the head may hold
-constants. No aggregate (the language allows none through recursion). A variable that
+constants. An aggregate rule reads lower strata only (the language allows no recursion
+through an aggregate): the maintainer of a non-recursive stratum of its own keeps it
+(``aggregate_rules``), and its rows of p enter as the input p@agg. A variable that
 joins an int and a float column stays with the tuple-at-a-time ``DbspStratum``: its value
 is an int or a float depending on the atom that binds it first (``x / 2`` gives 1 or
 1.5), which a vectorized join binding it from either side would not reproduce.
@@ -60,7 +62,7 @@ compares the decoded strings (codes are in the order values are first seen).
 
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -91,8 +93,8 @@ from deltalog.engine.semantics import (
     exact_as_floats,
     float_arith,
 )
-from deltalog.engine.storage import CodedRows, Delta, RelationStore
-from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
+from deltalog.engine.storage import CodedRows, Delta, RelationStore, StratumMaintainer
+from deltalog.engine.syntax.ast import Atom, BinOp, Const, Expr, Rule, Var, expr_vars
 from deltalog.engine.values import Row, Value
 
 I64 = NDArray[np.int64]
@@ -137,20 +139,59 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         return "not recursive"
     for rule in stratum.rules:
         prep = prepare(rule)
-        if rule.aggregate is not None:
-            return f"rule at {rule.loc}: an aggregate"
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
+        if rule.aggregate is not None:  # kept by another maintainer (aggregate_rules)
+            preds = [rule.head.pred]
         for pred in preds:
             schema = prog.schemas[pred]
             if not schema.arity:
                 return f"'{pred}' has no columns"
             if any(c.type not in TYPES for c in schema.columns):
                 return f"'{pred}' has a column that is not an int, float or string"
+        if rule.aggregate is not None:
+            continue
         problem = (_column_problem(prog, prep) or _constraint_problem(prog, prep)
                    or _negation_problem(prog, prep))
         if problem is not None:
             return f"rule at {rule.loc}: {problem}"
     return None
+
+
+AGGREGATED = "@agg"  # an own predicate p's rows from its aggregate rules: the input p@agg
+
+
+def aggregate_rules(stratum: Stratum) -> Stratum | None:
+    """The aggregate rules of ``stratum`` as a non-recursive stratum of their own (None:
+    there are none). Their bodies read lower strata only (recursion through an aggregate
+    is DL202), so the maintainer of such a stratum keeps them, and its rows of each
+    predicate p enter the columnar stratum as the input p@agg, through the rule
+    p(a0, ...) :- p@agg(a0, ...)."""
+    rules = tuple(r for r in stratum.rules if r.aggregate is not None)
+    if not rules:
+        return None
+    return Stratum(tuple(sorted({r.head.pred for r in rules})), rules, recursive=False)
+
+
+def _bridged(prog: AnalyzedProgram, stratum: Stratum
+             ) -> tuple[AnalyzedProgram, tuple[Rule, ...]]:
+    """``prog`` with the schema of p@agg (p's) for every head p of an aggregate rule of
+    ``stratum``, and the stratum's rules with p(a0, ...) :- p@agg(a0, ...) in place of
+    p's aggregate rules (at the first one's location)."""
+    rules: list[Rule] = []
+    schemas = dict(prog.schemas)
+    for rule in stratum.rules:
+        if rule.aggregate is None:
+            rules.append(rule)
+            continue
+        pred = rule.head.pred
+        name = pred + AGGREGATED
+        if name in schemas:
+            continue
+        schema = schemas[name] = prog.schemas[pred]
+        args = tuple(Var(f"a{i}") for i in range(schema.arity))
+        rules.append(Rule(Atom(pred, args, schema.functional),
+                          (Atom(name, args, schema.functional),), loc=rule.loc))
+    return replace(prog, schemas=schemas), tuple(rules)
 
 
 def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
@@ -1259,17 +1300,25 @@ class ColumnarStratum:
 
     strategy = "dbsp"
 
-    def __init__(self, prog: AnalyzedProgram, stratum: Stratum):
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
+                 aggregates: StratumMaintainer | None = None):
+        """``aggregates``: the maintainer of ``aggregate_rules(stratum)`` (needed when the
+        stratum has aggregate rules); its rows of p are the input p@agg."""
         reason = columnar_reason(prog, stratum)
         if reason is not None:
             raise ValueError(f"stratum {stratum.preds} is not columnar: {reason}")
+        if (aggregates is None) != (aggregate_rules(stratum) is None):
+            raise ValueError(f"stratum {stratum.preds}: a maintainer of its aggregate "
+                             "rules is needed when it has some, and only then")
         kernels.warm()
+        self.aggregates = aggregates
+        prog, rules = _bridged(prog, stratum)
         self.prog = prog
         self.stratum = stratum
         self.own = frozenset(stratum.preds)
         self.codes: dict[str, _Codes] = {t: _Codes() for t in TYPES}
         self.packing = _Packing()
-        self.rules = [_CRule(prog, prepare(r), self.own, self.codes) for r in stratum.rules]
+        self.rules = [_CRule(prog, prepare(r), self.own, self.codes) for r in rules]
         self.base_rules = [r for r in self.rules if not r.own_atoms]
         self.recursive_rules = [r for r in self.rules if r.own_atoms]
         self.inputs = sorted({a.pred for r in self.rules for a in r.atoms} - self.own)
@@ -1698,8 +1747,12 @@ class ColumnarStratum:
     # -- initialize -----------------------------------------------------------------------
     def initialize(self, store: RelationStore) -> dict[str, CodedRows]:
         self._counters = {"delta_queries": 0, "rows_gathered": 0}
+        aggregated = {}
+        if self.aggregates is not None:
+            aggregated = {p + AGGREGATED: rows
+                          for p, rows in self.aggregates.initialize(store).items()}
         for pred in self.inputs:
-            held = store[pred].rows
+            held = aggregated[pred] if pred in aggregated else store[pred].rows
             if type(held) is CodedRows:  # a lower columnar stratum's: its columns recoded
                 self._set_input(pred, self._coding(pred).encode_columns(held.columns()))
             else:
@@ -1853,6 +1906,10 @@ class ColumnarStratum:
             if pred in self.own or pred not in self.input_keys or not d:
                 continue
             self._set_delta(pred, d)
+        if self.aggregates is not None:
+            for pred, d in self.aggregates.apply(store, deltas).items():
+                if d:
+                    self._set_delta(pred + AGGREGATED, d)
         for name, neg in self.negations.items():
             nd = deltas.get(neg.atom.pred)
             change = negation_change(neg, store[neg.atom.pred], nd) if nd else {}
@@ -2098,10 +2155,11 @@ class ColumnarStratum:
         self._input_delta = {}
 
     def _work(self, iterations: int, facts: int) -> dict[str, int]:
-        return {
-            "delta_queries": self._counters.get("delta_queries", 0),
-            "rows_gathered": self._counters.get("rows_gathered", 0),
-            "inner_iterations": iterations,
-            "facts_touched": facts,
-            "columnar_strata": 1,
-        }
+        """This load's or commit's counters (with those of the aggregate rules')."""
+        work = dict(self.aggregates.work) if self.aggregates is not None else {}
+        for name, n in (("delta_queries", self._counters.get("delta_queries", 0)),
+                        ("rows_gathered", self._counters.get("rows_gathered", 0)),
+                        ("inner_iterations", iterations), ("facts_touched", facts),
+                        ("columnar_strata", 1)):
+            work[name] = work.get(name, 0) + n
+        return work

@@ -172,11 +172,12 @@ class _Group:
 
     __slots__ = ("n", "sorted", "sum", "values")
 
-    def __init__(self, ordered: bool) -> None:
+    def __init__(self, func: str) -> None:
         self.n = 0
         self.values: dict[Any, int] = {}
-        self.sorted: SortedList | None = SortedList() if ordered else None
-        self.sum = ExactSum()
+        self.sorted: SortedList | None = SortedList() if func in ("min", "max") else None
+        # (a sum of the values of sum and total only: min and max take strings)
+        self.sum: ExactSum | None = ExactSum() if func in ("sum", "total") else None
 
     def add(self, v: Any, w: int) -> None:
         self.n += w
@@ -188,7 +189,8 @@ class _Group:
                 self.sorted.add(v)
             elif after <= 0 < before:
                 self.sorted.remove(v)
-        self.sum.add(v, w)
+        if self.sum is not None:
+            self.sum.add(v, w)
 
     def result(self, func: str, float_col: bool) -> Any:
         if self.n <= 0:
@@ -196,6 +198,7 @@ class _Group:
         if func == "count":
             return self.n
         if func in ("sum", "total"):
+            assert self.sum is not None
             return self.sum.value(func == "total" or float_col)
         assert self.sorted is not None
         return self.sorted[0] if func == "min" else self.sorted[-1]
@@ -466,7 +469,7 @@ class DbspStratum:
             key = info.group_row(env, None)[:-1]
             g = info.groups.get(key)
             if g is None:
-                g = info.groups[key] = _Group(func in ("min", "max"))
+                g = info.groups[key] = _Group(func)
             if key not in touched:
                 touched[key] = g.result(func, info.float_col)
             g.add(env[info.arg] if info.arg is not None else 0, w)
