@@ -46,7 +46,12 @@ the births (a slice of (t, count) entries in a pool). A commit gives the facts i
 (Δc ≠ 0 somewhere) slots in the order they are first touched, gathers their old births
 once, and keeps their new depths by id beside the old ones, so a join reads either
 version of a relation from the same arrays; the births and depths change at the end of
-the commit. The loops that walk touched facts one at a time (hash probes, births
+the commit. An iteration where nothing can change is skipped: once o[t-1] = o[t-2]
+(no membership changed at depth t-1), the next iteration to run is the first at which
+a touched fact changes by itself (its old depth, or an old birth of an undecided one)
+or a term seeded by an input's change finds own facts of depth t-1 agreeing with it
+(their old depths, looked up once per commit); none: the commit is done, however deep
+the old facts go. The loops that walk touched facts one at a time (hash probes, births
 gathered and merged, ↑↑H decisions, a view's ranges checked by depth) are compiled with
 numba (``deltalog.engine.dbsp.kernels``); the rest is whole-array numpy.
 
@@ -63,6 +68,7 @@ compares the decoded strings (codes are in the order values are first seen).
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -119,8 +125,8 @@ NURSERY_MAX = 4096
 # them past this many keys: a saved state writes the patch, the keys only then.
 PATCH_MAX = 4096
 # A lookup of at most this many prefixes is one compiled call (binary searches inside),
-# and so is summing a Z-set of at most this many pairs; larger ones use numpy (whose
-# searches of sorted prefixes share their bounds, and whose sort is vectorized).
+# and so is summing a Z-set of at most four times as many pairs; larger ones use numpy
+# (whose searches of sorted prefixes share their bounds, and whose sort is faster).
 SMALL = 64
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
@@ -666,9 +672,16 @@ def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
     return pos, hit
 
 
+def _same_zsets(a: Mapping[str, tuple[I64, I64]], b: Mapping[str, tuple[I64, I64]]) -> bool:
+    """Whether two Z-sets by relation (keys and weights, in one order) are equal."""
+    return a.keys() == b.keys() and all(
+        len(a[p][0]) == len(b[p][0]) and (a[p][0] == b[p][0]).all()
+        and (a[p][1] == b[p][1]).all() for p in a)
+
+
 def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     """A Z-set from (key, weight) pairs: distinct sorted keys, summed weights, no zeros."""
-    if len(keys) <= SMALL:
+    if len(keys) <= 4 * SMALL:
         return kernels.sum_by_key(keys, w)  # type: ignore[no-any-return]
     ones = bool((w == 1).all())  # (counting: a plain sort, several times faster)
     order = None if ones else np.argsort(keys)
@@ -793,13 +806,19 @@ class _Packing:
     def pack(self, layout: Layout, cols: Sequence[I64], n: int, known: bool = False) -> I64:
         """Keys in ``layout`` of rows given by column (``cols[i]``: column i's codes); with
         ``known``, a negative key (found nowhere) where a pair was never seen."""
-        head = self.group([cols[i] for i in layout[0]], n, known) << 32
+        high, low = layout
+        if len(high) == 1 and len(low) == 1:  # (most layouts: two columns)
+            return (cols[high[0]] << 32) | cols[low[0]]
+        head = self.group([cols[i] for i in high], n, known) << 32
         if not layout[1]:
             return head
         return head | self.group([cols[i] for i in layout[1]], n, known)
 
     def unpack(self, layout: Layout, keys: I64) -> list[I64]:
         """The columns (by position) of keys in ``layout``."""
+        high, low = layout
+        if len(high) == 1 and len(low) == 1:  # (most layouts: two columns)
+            return [keys >> 32, keys & LOW] if high[0] == 0 else [keys & LOW, keys >> 32]
         out = [_E64] * (len(layout[0]) + len(layout[1]))
         for part, codes in ((layout[0], keys >> 32), (layout[1], keys & LOW)):
             for i, c in zip(part, self.ungroup(codes, len(part)), strict=True):
@@ -1001,6 +1020,9 @@ UNIT = -1  # the factor of a rule with no positive atom, in initialize: one empt
 
 
 class _CRule:
+    # (a state saved before ``pairs``: every query takes the generic steps)
+    pairs: Mapping[int, tuple[PlanAtom, tuple[int, ...], int]] = MappingProxyType({})
+
     def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, own: frozenset[str],
                  codes: dict[str, _Codes]):
         rule = prep.rule
@@ -1033,6 +1055,17 @@ class _CRule:
         self.constraints: list[tuple[Expr, str, Expr]] = [
             (Var(v), "=", e) for v, e in prep.assigns]
         self.constraints += [(c.left, c.op, c.right) for c in prep.filters]
+        # (``ColumnarStratum._join``) a body of two atoms and nothing else, where the
+        # seed's row binds every variable of the other atom but one: by seed factor, the
+        # other atom, its bound columns and its free one
+        pairs: dict[int, tuple[PlanAtom, tuple[int, ...], int]] = {}
+        if len(self.atoms) == 2 and not self.negs and not self.constraints:
+            for p, other in ((0, self.atoms[1]), (1, self.atoms[0])):
+                free = [i for i, v in enumerate(other.vars) if v not in self.atoms[p].vars]
+                if len(free) == 1 and len(other.vars) > 1:
+                    pairs[p] = (other, tuple(i for i in range(len(other.vars))
+                                             if i != free[0]), free[0])
+        self.pairs = pairs
 
     def project(self, cols: Mapping[str, I64], n: int, cast: Callable[[I64], I64],
                 packing: _Packing) -> I64:
@@ -1299,6 +1332,7 @@ class ColumnarStratum:
     """A graph-shaped stratum maintained the DBSP way over numpy arrays."""
 
     strategy = "dbsp"
+    aggregates: StratumMaintainer | None = None  # (a state saved before them: none)
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
                  aggregates: StratumMaintainer | None = None):
@@ -1345,6 +1379,7 @@ class ColumnarStratum:
         self.work: dict[str, int] = {}
         self._touched: dict[str, _Touched] = {}
         self._input_delta: dict[str, tuple[I64, I64]] = {}
+        self._term_depths: dict[tuple[int, int, int], I32] = {}  # (``_depths_of``)
         self._counters: dict[str, int] = {}
 
     # -- encoding -------------------------------------------------------------------------
@@ -1422,6 +1457,22 @@ class ColumnarStratum:
         from ``seed`` (natural packed keys, weights) and factor q from ``sources[q]``:
         the atoms, then the negations (their key sets, seeded by a change of one)."""
         self._counters["delta_queries"] += 1
+        pair = rule.pairs.get(p)
+        if pair is not None:  # (the generic steps below, in one: it is most queries)
+            other, fixed, free = pair
+            seed_atom = rule.atoms[p]
+            bound = dict(zip(seed_atom.vars, self.packing.unpack(
+                self._natural(seed_atom.pred), seed), strict=True))
+            view = sources[other.index]((fixed, (free,)))
+            first = self.packing.group([bound[other.vars[i]] for i in fixed], len(seed),
+                                       known=True)
+            own, val, seen = view.expand(first)
+            self._counters["rows_gathered"] += seen
+            if not len(own):
+                return _E64, _E64
+            found = {v: c[own] for v, c in bound.items()}
+            found[other.vars[free]] = val
+            return rule.project(found, len(own), self._as_float_codes, self.packing), w[own]
         n_atoms = len(rule.atoms)
         cols: dict[str, I64] = {}
         if p != UNIT:
@@ -1916,11 +1967,13 @@ class ColumnarStratum:
             if change:
                 self._set_delta(name, change)
         self._touched = {p: _Touched() for p in self.rels}
+        self._term_depths = {}
         max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
         prev: dict[str, tuple[I64, I64]] = {}
         prev2: dict[str, tuple[I64, I64]] = {}
-        t = 0
+        t = ran = skipped = 0
         while True:
+            ran += 1
             dct = self._delta_c(t, prev, prev2)
             for pred, (k, w) in dct.items():
                 self._touch(pred, k, w, t)
@@ -1939,10 +1992,17 @@ class ColumnarStratum:
                 break
             prev2, prev = prev, cur
             t += 1
+            if t >= 2 and _same_zsets(prev, prev2):  # o[t-1] = o[t-2]: maybe nothing at t
+                after = self._next_active(t, prev)
+                if after is None:
+                    break
+                skipped += after - t
+                t = after
         out = self._finish()
         touched = sum(tc.n for tc in self._touched.values())
-        self.work = self._work(t + 1, touched)
-        self._touched = {}
+        self.work = self._work(ran, touched)
+        self.work["iterations_skipped"] = skipped
+        self._touched, self._term_depths = {}, {}
         self._commit_inputs()
         return out
 
@@ -1979,6 +2039,75 @@ class ColumnarStratum:
                              for k, name in enumerate(rule.neg_names)]
                     self._collect(out, rule, self._join(rule, p, delta[0], delta[1], srcs))
         return self._zsets(out)
+
+    def _next_active(self, t: int, prev: Mapping[str, tuple[I64, I64]]) -> int | None:
+        """When Δo[t-1] = Δo[t-2] (no membership changed at depth t-1): the first
+        iteration t' ≥ t whose Δc or ↑↑H may change anything (None: none will), so the
+        iterations before it are skipped. Every term of Δc[t'] reads own atom j's facts of
+        depth t' - 1 (δo[t'-1], its semi-naive factor); a term whose change is Δδo[t'-1]
+        is empty until something changes; one whose change is a cumulative own Δo (a
+        nonlinear rule) reads facts at every depth: no skipping. A term whose change is an
+        input's reads only the facts of j that agree with that change on their shared
+        variables: their old depths (``_depths_of``) give the iterations it may fill; the
+        touched facts' new depths differ from their old ones only where Δo changes (not
+        skipped). A touched fact changes by itself at its old depth and, undecided, at an
+        old birth (``kernels.next_event``)."""
+        best = int(NONE)
+        for tc in self._touched.values():
+            best = min(best, int(kernels.next_event(t, tc.n, tc.old, tc.decided, tc.gstart,
+                                                    tc.glen, tc.gnext, tc.g_t)))
+        for r, rule in enumerate(self.recursive_rules):
+            n_atoms = len(rule.atoms)
+            for j in rule.own_atoms:
+                for p in range(n_atoms + len(rule.negs)):
+                    if best <= t:
+                        return t
+                    if p == j:
+                        continue
+                    if p < n_atoms and rule.atoms[p].pred in self.own:
+                        if rule.atoms[p].pred in prev:
+                            return t
+                        continue
+                    name = rule.atoms[p].pred if p < n_atoms else rule.neg_names[p - n_atoms]
+                    if name not in self._input_delta:
+                        continue
+                    depths = self._depths_of(r, rule, j, p)
+                    at = int(np.searchsorted(depths, t - 1))
+                    if at < len(depths):
+                        best = min(best, int(depths[at]) + 1)
+        return None if best == NONE else best
+
+    def _depths_of(self, r: int, rule: _CRule, j: int, p: int) -> I32:
+        """(``_next_active``) The distinct old depths of the facts of own atom j that
+        agree with factor p's change (an input's, or a negation's key set's) on their
+        shared variables (every depth held when they share none); kept for the commit."""
+        got = self._term_depths.get((r, j, p))
+        if got is not None:
+            return got
+        n_atoms = len(rule.atoms)
+        if p < n_atoms:
+            name, seed_vars = rule.atoms[p].pred, rule.atoms[p].vars
+        else:
+            name, seed_vars = rule.neg_names[p - n_atoms], rule.negs[p - n_atoms].key_vars
+        atom = rule.atoms[j]
+        rel = self.rels[atom.pred]
+        fixed = tuple(i for i, v in enumerate(atom.vars) if v in seed_vars)
+        if not fixed:
+            got = np.flatnonzero(rel.hist).astype(np.int32)
+        else:
+            keys = self._input_delta[name][0]
+            cols = dict(zip(seed_vars, self.packing.unpack(self._natural(name), keys),
+                            strict=True))
+            first = np.unique(self.packing.group([cols[atom.vars[i]] for i in fixed],
+                                                 len(keys), known=True))
+            layout = (fixed, tuple(i for i in range(len(atom.vars)) if i not in fixed))
+            view = rel.view(layout, 0, int(NONE) - 1)
+            (k0, i0), (k1, i1), (k2, i2) = view.parts
+            got = np.unique(kernels.view_depths(
+                first, k0, _E64 if i0 is None else i0, k1, _E64 if i1 is None else i1,
+                k2, _E64 if i2 is None else i2, rel.depth))
+        self._term_depths[(r, j, p)] = got
+        return got
 
     @staticmethod
     def _own_delta(pred: str, i: int, j: int, prev: Mapping[str, tuple[I64, I64]],
@@ -2085,7 +2214,7 @@ class ColumnarStratum:
             rel = self.rels[pred]
             rel.ndepth[ids] = rel.depth[ids]
             rel.slot[ids] = -1
-        self._touched = {}
+        self._touched, self._term_depths = {}, {}
         self._input_delta = {}
 
     @staticmethod

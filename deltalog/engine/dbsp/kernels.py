@@ -123,6 +123,56 @@ def changed_at(t, n, old, new, idx, w):
 
 
 @njit(cache=True, nogil=True)
+def next_event(t, n, old, dec, gstart, glen, gnext, g_t):
+    """The first iteration ≥ t at which a touched fact's membership can change by itself
+    (no Δc reaching it): its old depth (o[t] loses or regains it there), or an old birth
+    not yet in r_old of an undecided one (``decide`` may take it in there). NONE: none."""
+    best = NONE
+    for s in range(n):
+        if t <= old[s] < best:
+            best = old[s]
+        if not dec[s]:
+            c = gnext[s]
+            if c < gstart[s] + glen[s] and g_t[c] < best:
+                best = g_t[c]
+    return best
+
+
+@njit(cache=True, nogil=True)
+def view_depths(first, k0, i0, k1, i1, k2, i2, depth):
+    """The depths (``depth`` by id: ``i0``... the ids of a part's rows, or their positions
+    when empty) of the rows of three sorted parts whose high half is a code of ``first``,
+    but NONE (tombstones)."""
+    n = first.shape[0]
+    total = 0
+    for i in range(n):
+        a = first[i] << 32
+        b = (first[i] + 1) << 32
+        total += _lower(k0, b) - _lower(k0, a) + _lower(k1, b) - _lower(k1, a)
+        total += _lower(k2, b) - _lower(k2, a)
+    out = np.empty(total, np.int32)
+    m = 0
+    for i in range(n):
+        a = first[i] << 32
+        b = (first[i] + 1) << 32
+        m = _depths_in(k0, i0, a, b, depth, out, m)
+        m = _depths_in(k1, i1, a, b, depth, out, m)
+        m = _depths_in(k2, i2, a, b, depth, out, m)
+    return out[:m]
+
+
+@njit(cache=True, nogil=True)
+def _depths_in(keys, ids, a, b, depth, out, m):
+    by_id = ids.shape[0] > 0
+    for j in range(_lower(keys, a), _lower(keys, b)):
+        d = depth[ids[j]] if by_id else depth[j]
+        if d != NONE:
+            out[m] = d
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
 def decide(t, n, t_ids, t_new, t_dec, t_dr, t_rold, t_gstart, t_glen, t_gnext,
            g_t, g_w, ndepth):
     """↑↑H at iteration t: r_old of the undecided facts takes their old births at t; those
@@ -363,6 +413,9 @@ def warm() -> None:
     hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
     hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
     changed_at(0, 2, i32, i32, i64.copy(), i64.copy())
+    next_event(0, 0, i32, np.zeros(2, np.bool_), i64, i64, i64, i32)
+    for ids in (i64, i64[:0]):
+        view_depths(i64, i64, ids, i64[:0], i64[:0], i64[:0], i64[:0], i32)
     pair_get(tk, np.zeros(1024, np.int64), 10, i64, i64, i64.copy())
     sum_by_key(i64, i64)
     gallop(i64, i64, i64.copy())

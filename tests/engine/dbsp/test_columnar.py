@@ -300,6 +300,24 @@ def test_work_follows_the_change_not_the_data():
     assert 0 < small[0] < 100 and 0 < small[1] < 100
 
 
+def test_iterations_where_nothing_can_change_are_skipped():
+    """A shortcut on a chain of 60 changes the depths of the facts it reaches at
+    iterations 0-2 and at their old depths (the chain's far end), nothing in between:
+    those iterations are skipped. An edge beside the chain stops after the last
+    iteration that changes anything, not at the chain's deepest fact."""
+    prog = load_program(TC)
+    chain = {(i, i + 1) for i in range(60)}
+    engine = IncrementalEngine(prog, {"e": chain})
+    for change, ran in (({(0, 58): 1}, 9), ({(0, 58): -1}, 9), ({(300, 301): 1}, 2)):
+        engine.apply({"e": change})
+        chain = {r for r in chain | set(change) if change.get(r, 1) > 0}
+        want = RecomputeEngine(prog, {"e": chain})
+        assert engine.relation("path") == want.relation("path"), change
+        work = engine.last_stats.work
+        assert work["inner_iterations"] <= ran, (change, work)
+        assert work["iterations_skipped"] >= (50 if ran > 2 else 0), (change, work)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sets(st.integers(0, 1 << 40), max_size=700), max_size=4),
        st.sets(st.integers(0, 1 << 40), max_size=50))
