@@ -672,13 +672,6 @@ def _find(sorted_keys: I64, keys: I64) -> tuple[I64, Bool]:
     return pos, hit
 
 
-def _same_zsets(a: Mapping[str, tuple[I64, I64]], b: Mapping[str, tuple[I64, I64]]) -> bool:
-    """Whether two Z-sets by relation (keys and weights, in one order) are equal."""
-    return a.keys() == b.keys() and all(
-        len(a[p][0]) == len(b[p][0]) and (a[p][0] == b[p][0]).all()
-        and (a[p][1] == b[p][1]).all() for p in a)
-
-
 def _sum_by_key(keys: I64, w: I64) -> tuple[I64, I64]:
     """A Z-set from (key, weight) pairs: distinct sorted keys, summed weights, no zeros."""
     if len(keys) <= 4 * SMALL:
@@ -1969,30 +1962,37 @@ class ColumnarStratum:
         self._touched = {p: _Touched() for p in self.rels}
         self._term_depths = {}
         max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
+        # Δo[t-1], Δo[t-2] and Δδo[t-1] (by relation: keys and weights, in slot order)
         prev: dict[str, tuple[I64, I64]] = {}
         prev2: dict[str, tuple[I64, I64]] = {}
+        last: dict[str, tuple[I64, I64]] = {}
         t = ran = skipped = 0
         while True:
             ran += 1
-            dct = self._delta_c(t, prev, prev2)
+            dct = self._delta_c(t, prev, prev2, last)
             for pred, (k, w) in dct.items():
                 self._touch(pred, k, w, t)
             cur: dict[str, tuple[I64, I64]] = {}
+            cur_eq: dict[str, tuple[I64, I64]] = {}
             size_t = 0
             for pred, tc in self._touched.items():
                 self._decide(self.rels[pred], tc, t)
                 idx, w = np.empty(tc.n, np.int64), np.empty(tc.n, np.int64)
-                k, came, went = kernels.changed_at(t, tc.n, tc.old, tc.new, idx, w)
+                idx_eq, w_eq = np.empty(tc.n, np.int64), np.empty(tc.n, np.int64)
+                k, k_eq, came, went = kernels.changed_at(t, tc.n, tc.old, tc.new, idx, w,
+                                                         idx_eq, w_eq)
                 if k:
                     cur[pred] = (tc.keys[idx[:k]], w[:k])
+                if k_eq:
+                    cur_eq[pred] = (tc.keys[idx_eq[:k_eq]], w_eq[:k_eq])
                 size_t += self.rels[pred].hist_at(t) + came - went
             if not self.recursive_rules:
                 break
             if t + 1 > max_birth_old and not size_t:
                 break
-            prev2, prev = prev, cur
+            prev2, prev, last = prev, cur, cur_eq
             t += 1
-            if t >= 2 and _same_zsets(prev, prev2):  # o[t-1] = o[t-2]: maybe nothing at t
+            if not last:  # o[t-1] = o[t-2]: maybe nothing changes at t
                 after = self._next_active(t, prev)
                 if after is None:
                     break
@@ -2007,7 +2007,8 @@ class ColumnarStratum:
         return out
 
     def _delta_c(self, t: int, prev: Mapping[str, tuple[I64, I64]],
-                 prev2: Mapping[str, tuple[I64, I64]]) -> dict[str, tuple[I64, I64]]:
+                 prev2: Mapping[str, tuple[I64, I64]], last: Mapping[str, tuple[I64, I64]]
+                 ) -> dict[str, tuple[I64, I64]]:
         """Δc[t]: for every product term of c[t], the sum over its factors p of (new
         versions before p) · Δ_p · (old versions after p)."""
         out: dict[str, list[tuple[I64, I64]]] = {}
@@ -2025,7 +2026,8 @@ class ColumnarStratum:
                         delta = self._input_delta.get(rule.atoms[p].pred)
                     else:
                         assert j is not None
-                        delta = self._own_delta(rule.atoms[p].pred, p, j, prev, prev2)
+                        delta = (prev if p < j else prev2 if p > j else last).get(
+                            rule.atoms[p].pred)
                     if delta is None or not len(delta[0]):
                         continue
                     srcs: list[Source] = []
@@ -2108,21 +2110,6 @@ class ColumnarStratum:
                 k2, _E64 if i2 is None else i2, rel.depth))
         self._term_depths[(r, j, p)] = got
         return got
-
-    @staticmethod
-    def _own_delta(pred: str, i: int, j: int, prev: Mapping[str, tuple[I64, I64]],
-                   prev2: Mapping[str, tuple[I64, I64]]) -> tuple[I64, I64] | None:
-        """Δo[t-1] before j, Δδo[t-1] = Δo[t-1] - Δo[t-2] at j, Δo[t-2] after j."""
-        if i < j:
-            return prev.get(pred)
-        if i > j:
-            return prev2.get(pred)
-        a, b = prev.get(pred), prev2.get(pred)
-        if b is None:
-            return a
-        if a is None:
-            return b[0], -b[1]
-        return _sum_by_key(np.concatenate([a[0], b[0]]), np.concatenate([a[1], -b[1]]))
 
     def _touch(self, pred: str, k: I64, w: I64, t: int) -> None:
         """Add Δc[t] of ``pred`` (distinct sorted keys, as ``_zsets`` makes them) to the

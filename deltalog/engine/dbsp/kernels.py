@@ -101,11 +101,13 @@ def touch(ids, keys, w, t, slot, depth, ndepth, bstart, blen, pool_t, pool_w, n,
 
 
 @njit(cache=True, nogil=True)
-def changed_at(t, n, old, new, idx, w):
-    """After ↑↑H at iteration t: the slots whose membership in o[t] changed (``idx``,
-    with ``w`` +1 in, -1 out). Returns how many, and how many of the touched facts
-    came to depth t and left it."""
+def changed_at(t, n, old, new, idx, w, idx_eq, w_eq):
+    """After ↑↑H at iteration t: the slots whose membership in o[t] (depth ≤ t) changed
+    (``idx``, with ``w`` +1 in, -1 out) and those whose membership in δo[t] (depth t)
+    changed (``idx_eq``, ``w_eq``: Δδo[t] = Δo[t] - Δo[t-1]). Returns how many of each,
+    and how many of the touched facts came to depth t and left it."""
     k = 0
+    k_eq = 0
     came = 0
     went = 0
     for s in range(n):
@@ -115,11 +117,17 @@ def changed_at(t, n, old, new, idx, w):
             idx[k] = s
             w[k] = 1 if b else -1
             k += 1
-        if new[s] == t:
+        a = old[s] == t
+        b = new[s] == t
+        if a != b:
+            idx_eq[k_eq] = s
+            w_eq[k_eq] = 1 if b else -1
+            k_eq += 1
+        if b:
             came += 1
-        elif old[s] == t:
+        elif a:
             went += 1
-    return k, came, went
+    return k, k_eq, came, went
 
 
 @njit(cache=True, nogil=True)
@@ -412,7 +420,7 @@ def warm() -> None:
     tk = np.full(1024, -1, np.int64)
     hash_insert(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64)
     hash_get(tk, np.zeros(1024, np.int64), 10, np.arange(2, dtype=np.int64), i64.copy())
-    changed_at(0, 2, i32, i32, i64.copy(), i64.copy())
+    changed_at(0, 2, i32, i32, i64.copy(), i64.copy(), i64.copy(), i64.copy())
     next_event(0, 0, i32, np.zeros(2, np.bool_), i64, i64, i64, i32)
     for ids in (i64, i64[:0]):
         view_depths(i64, i64, ids, i64[:0], i64[:0], i64[:0], i64[:0], i32)
