@@ -1,6 +1,7 @@
 """The DBSP stratum over columns: the nested-time algorithm of ``deltalog.engine.dbsp.stratum``
 (births per fact and inner iteration, depths, Δc[t] as a sum of delta queries, ↑↑H on
-the cumulative Δr, the inner loop that runs past every old birth) on numpy arrays.
+the cumulative Δr, the inner loop that runs until nothing can change any more) on numpy
+arrays.
 
 A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
 defines or reads has int, float or string columns (at least one; a functional relation's
@@ -2082,7 +2083,8 @@ class ColumnarStratum:
     def _depths_of(self, r: int, rule: _CRule, j: int, p: int) -> I32:
         """(``_next_active``) The distinct old depths of the facts of own atom j that
         agree with factor p's change (an input's, or a negation's key set's) on their
-        shared variables (every depth held when they share none); kept for the commit."""
+        shared variables (every depth held when they share none, or when no layout the
+        joins keep has those columns first); kept for the commit."""
         got = self._term_depths.get((r, j, p))
         if got is not None:
             return got
@@ -2094,7 +2096,9 @@ class ColumnarStratum:
         atom = rule.atoms[j]
         rel = self.rels[atom.pred]
         fixed = tuple(i for i, v in enumerate(atom.vars) if v in seed_vars)
-        if not fixed:
+        layout = (fixed, tuple(i for i in range(len(atom.vars)) if i not in fixed))
+        if not fixed or (layout != natural(rel.arity) and layout not in rel.alts):
+            # (no layout a join keeps for this lookup: not one made for it alone)
             got = np.flatnonzero(rel.hist).astype(np.int32)
         else:
             keys = self._input_delta[name][0]
@@ -2102,7 +2106,6 @@ class ColumnarStratum:
                             strict=True))
             first = np.unique(self.packing.group([cols[atom.vars[i]] for i in fixed],
                                                  len(keys), known=True))
-            layout = (fixed, tuple(i for i in range(len(atom.vars)) if i not in fixed))
             view = rel.view(layout, 0, int(NONE) - 1)
             (k0, i0), (k1, i1), (k2, i2) = view.parts
             got = np.unique(kernels.view_depths(
