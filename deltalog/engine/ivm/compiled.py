@@ -9,8 +9,8 @@ maintainer's tuple join would look up, keyed and laid out alike. Commits stay on
 tuple join (``deltalog.engine.ivm.lftj``), which records into the indices' dynamic parts.
 
 What the compiled join does not do the way the tuple join does is refused with
-``NotColumnar`` (the reason as its message), and the tuple join records instead: a
-complement atom, an atom with no variables, two negations of one relation probed alike,
+``NotColumnar`` (the reason as its message), and the tuple join records instead: an
+atom with no variables, two negations of one relation probed alike,
 a value with no 64-bit code or at the ends of the code range (they stand for −inf and
 +inf). A variable computed by arithmetic is computed on the join's output, and in the
 contexts of the intervals recorded after its place in the order; comparisons the join
@@ -19,7 +19,9 @@ either, the join has no existential cut). Negations
 are checked on the join's output (the tuple join probes them inside the join): their
 probes are recorded for the bindings that reach it, and the deeper levels' intervals
 under a binding a negation rejects are recorded too, which is more than the tuple join
-records and never less than the maintenance needs.
+records and never less than the maintenance needs. A complement atom (T \\ S, §3.1.2)
+reads T's rows that S does not hold (``complement_rows``), and the negation it absorbed
+is not checked.
 """
 
 import contextlib
@@ -191,8 +193,6 @@ def record_body(
     would. ``coding``: the relations coded for every rule of the load (default: for this
     rule alone)."""
     prep = plan.prep
-    if plan.complements:
-        raise NotColumnar("a complement atom")
     if any(not a.vars for a in prep.atoms):
         raise NotColumnar("an atom with no variables")
     if coding is None:
@@ -226,8 +226,12 @@ def record_body(
     pos = {v: i for i, v in enumerate(plan.order)}
     # Negations are checked on the join's output, so it runs to the last level any
     # negation reads: the tuple join probes one where its last bound variable is bound.
+    # A negation a complement atom absorbed is not checked: the atom reads T \ S.
+    absorbed = set(plan.complements.values())
     probes = []
-    for neg in prep.negations:
+    for k, neg in enumerate(prep.negations):
+        if k in absorbed:
+            continue
         bound = {v for v in neg.vars if v in pos}
         probes.append((neg, negation_perm(neg, bound),
                        max((pos[v] for v in bound), default=-1)))
@@ -238,6 +242,9 @@ def record_body(
         kplan.exist = max([exist] + [j + 1 for _, _, j in probes])
     kplan.out = list(kernel[: kplan.exist])
     sources = [relations[a.pred] for a in prep.atoms]
+    for a, k in plan.complements.items():
+        sources[a] = complement_rows(relations[prep.atoms[a].pred],
+                                     relations[prep.negations[k].pred])
     args, slots, atom_of = rule.kernel_args(kplan, sources)
     flat = [(level, atom_of[k], depth) for level, sl in enumerate(slots) for k, depth in sl]
     slot_rec = np.array([1 if indexed[a] else 0 for _, a, _ in flat], np.int64)
@@ -275,6 +282,20 @@ def record_body(
     added += _index_parts(rec[:rn], flat, plan, rule, kernel, computed, book, parts)
 
     return Recording(units, parts, plain, added, sorted_rows, coded)
+
+
+def complement_rows(t: Relation, s: Relation) -> Relation:
+    """T \\ S (Veldhuizen 2014, §3.1.2) as a relation of codes: T's rows that S does not
+    hold, still sorted. The compiled join reads it as the complement atom's trie, whose
+    keys, and so whose seeks and recorded intervals, are those of the tuple join's
+    complement iterator; at a load it costs a pass over T and S, as reading T would."""
+    rows = t.rows
+    if not len(rows) or not len(s):
+        return t
+    width = np.dtype((np.void, 8 * rows.shape[1]))
+    held = np.isin(np.ascontiguousarray(rows).view(width).ravel(),
+                   np.ascontiguousarray(s.rows).view(width).ravel())
+    return Relation.of(rows[~held])
 
 
 def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan: RulePlan,

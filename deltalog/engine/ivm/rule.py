@@ -198,8 +198,11 @@ class RuleMaintainer:
                 self.recorded_by = "compiled"
                 # The sorted indexes commits read: built now, with the state they belong
                 # to, not by the first commit (which would also save them whole).
+                complemented = [(self.prep.negations[k].pred, self.plan.perms[a])
+                                for a, k in self.complements.items()]  # (S, as T is read)
                 for pred, perm in [*((a.pred, perm) for a, perm in zip(
-                        self.prep.atoms, self.plan.perms, strict=True)), *self.negated]:
+                        self.prep.atoms, self.plan.perms, strict=True)), *self.negated,
+                                   *complemented]:
                     store[pred].index_from(perm, partial(got.sorted_rows, pred, perm))
                 commit = self.commit_join(prog)
                 if type(commit) is CommitJoin:  # its indexes as codes, from the load's

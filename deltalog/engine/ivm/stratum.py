@@ -172,7 +172,7 @@ class SensitivityStratum:
             try:
                 coding = LoadCoding(self.prog, store, [
                     h.maintainer.plan.prep for h in self.heads
-                    if not h.maintainer.plan.complements and not h.maintainer.paper_trace])
+                    if not h.maintainer.paper_trace])
             except NotColumnar:  # each rule's recording says why
                 coding = None
         for head in self.heads:
