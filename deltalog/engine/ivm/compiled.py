@@ -292,9 +292,7 @@ def complement_rows(t: Relation, s: Relation) -> Relation:
     rows = t.rows
     if not len(rows) or not len(s):
         return t
-    width = np.dtype((np.void, 8 * rows.shape[1]))
-    held = np.isin(np.ascontiguousarray(rows).view(width).ravel(),
-                   np.ascontiguousarray(s.rows).view(width).ravel())
+    held = kernels.has_prefix(s.index(tuple(range(s.arity))), np.ascontiguousarray(rows))
     return Relation.of(rows[~held])
 
 
