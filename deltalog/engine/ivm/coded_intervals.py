@@ -250,6 +250,7 @@ class Batch:
     ctx: I64
     lo: I64
     hi: I64
+    split: bool = False  # a negation's probes (see ``CodedIntervals``)
 
 
 class Young:
@@ -259,14 +260,16 @@ class Young:
     dictionary); so a commit adds its intervals in O(their number) instead of sorting a
     part and merging parts each time."""
 
-    __slots__ = ("alive", "bcols", "bspec", "ctx", "hi", "live", "lo", "n", "types", "xtype")
+    __slots__ = ("alive", "bcols", "bspec", "ctx", "hi", "live", "lo", "n", "split", "types",
+                 "xtype")
 
     def __init__(self, batch: Batch):
-        if any(kind for kind, _, _ in batch.bspec) or any(
-                t not in ("int", "float") for t in (*batch.types, batch.xtype)):
+        if any(t not in ("int", "float") for t in (*batch.types, batch.xtype)):
             raise ValueError("young intervals of int and float columns only")
         self.types, self.xtype, self.bspec = batch.types, batch.xtype, batch.bspec
-        self.bcols = np.array([ref for _, ref, _ in batch.bspec], np.int64)
+        self.split = batch.split
+        # (a bucket's constants are not kept per row: a stab asks for them)
+        self.bcols = np.array([ref for kind, ref, _ in batch.bspec if kind == 0], np.int64)
         self.ctx = np.empty((64, len(batch.types)), np.int64)
         self.lo = np.empty(64, np.int64)
         self.hi = np.empty(64, np.int64)
@@ -275,7 +278,8 @@ class Young:
         self.live = 0
 
     def fits(self, batch: Batch) -> bool:
-        return (batch.types, batch.xtype, batch.bspec) == (self.types, self.xtype, self.bspec)
+        return (batch.types, batch.xtype, batch.bspec, batch.split) == (
+            self.types, self.xtype, self.bspec, self.split)
 
     def add(self, batch: Batch) -> None:
         m = len(batch.lo)
@@ -307,9 +311,13 @@ class Young:
         """Every live interval of ``bucket`` containing ``x`` as (lo, hi, payload), in
         values, removed (the tuple join's stab)."""
         book = CodeBook([])
-        codes = [book.code(v, t) for v, (_, _, t) in zip(bucket, self.bspec, strict=True)]
-        if any(c is None for c in codes):
-            return []
+        codes = []
+        for v, (kind, ref, t) in zip(bucket, self.bspec, strict=True):
+            c = book.code(v, t)
+            if c is None or (kind == 1 and c != ref):
+                return []
+            if kind == 0:
+                codes.append(c)
         qlo, qhi = book.query(x, self.xtype)
         ctx, lo, hi = self.stab_codes(np.array([codes], np.int64).reshape(1, len(codes)),
                                       np.array([qlo], np.int64), np.array([qhi], np.int64))
@@ -320,10 +328,12 @@ class Young:
         cols = [book.values(ctx[:, j], t) for j, t in enumerate(self.types)]
         out: list[Record] = []
         for k, values in enumerate(zip(*cols, strict=True) if cols else [()] * len(lo)):
-            bucket = tuple(values[ref] for _, ref, _ in self.bspec)
+            bucket = tuple(values[ref] if kind == 0 else book.value(ref, t)
+                           for kind, ref, t in self.bspec)
             ends = [BOTTOM if c == _MIN else TOP_VALUE if c == _MAX else
                     book.value(c, self.xtype) for c in (int(lo[k]), int(hi[k]))]
-            out.append((bucket, ends[0], ends[1], tuple(values)))
+            payload = (tuple(values[:-1]), values[-1]) if self.split else tuple(values)
+            out.append((bucket, ends[0], ends[1], payload))
         return out
 
     def records(self) -> list[Record]:
@@ -337,7 +347,8 @@ class Young:
         if not len(keep):
             return None
         return CodedIntervals(CodeBook([]), self.types, self.xtype, self.bspec,
-                              self.ctx[keep], self.lo[keep], self.hi[keep], distinct=True)
+                              self.ctx[keep], self.lo[keep], self.hi[keep], split=self.split,
+                              distinct=True)
 
 
 class CodeBook:

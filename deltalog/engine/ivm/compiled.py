@@ -40,7 +40,7 @@ from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
 from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex, code_columns
 from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Record
-from deltalog.engine.ivm.kernels import build_oracle, lftj_versions
+from deltalog.engine.ivm.kernels import absent_depths, build_oracle, lftj_versions
 from deltalog.engine.ivm.lftj import IndexKey
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
@@ -454,8 +454,6 @@ class CommitJoin:
         prep = plan.prep
         if plan.complements:
             raise NotColumnar("a complement atom")
-        if prep.negations:
-            raise NotColumnar("a negation")
         if any(not a.vars for a in prep.atoms):
             raise NotColumnar("an atom with no variables")
         if len(prep.atoms) > kernels.ATOM_SLOTS:
@@ -476,8 +474,9 @@ class CommitJoin:
             a_, b_ = eval_expr(left, {}), eval_expr(right, {})
             if a_ is None or b_ is None or not compare(op, a_, b_):
                 self.never = True
-        kplan.exist = plan.exist_level
-        kplan.out = list(plan.order[: plan.exist_level])
+        self.negs = _commit_probes(prog, rule, plan)
+        kplan.exist = max([plan.exist_level] + [j + 1 for _, _, _, j, _ in self.negs])
+        kplan.out = list(plan.order[: kplan.exist])
         shims = [_Perms(len(a.vars)) for a in prep.atoms]
         args, slots, atom_of = rule.kernel_args(kplan, shims)  # type: ignore[arg-type]
         self.atoms: list[tuple[str, tuple[int, ...]]] = []
@@ -487,7 +486,7 @@ class CommitJoin:
                 raise NotColumnar("a column order the compiled join does not follow")
             self.atoms.append((prep.atoms[k].pred, perm))
         self._types = {(pred, perm): [prog.schemas[pred].columns[c].type for c in perm]
-                       for pred, perm in self.atoms}
+                       for pred, perm in self.relations()}
         # the plan's arrays, after the relations (less the lower bounds: the checks they
         # stand for stay in the plan)
         self.args = args[1:12] + args[15:17]
@@ -500,8 +499,9 @@ class CommitJoin:
         self.book = CodeBook([])
 
     def relations(self) -> list[tuple[str, tuple[int, ...]]]:
-        """(relation, column order) of every index the join reads as codes."""
-        return list(self.atoms)
+        """(relation, column order) of every index the join reads as codes (its atoms',
+        then its negations')."""
+        return list(self.atoms) + [(pred, perm) for _, pred, perm, _, _ in self.negs]
 
     def column_types(self, pred: str, perm: tuple[int, ...]) -> list[str]:
         """The types of the columns of one of those indexes, in its order."""
@@ -532,18 +532,76 @@ class CommitJoin:
         stats.seeks += int(counters[kernels.C_SEEKS])
         stats.nexts += int(counters[kernels.C_NEXTS])
         exist = self.plan.exist_level
+        batches: dict[IndexKey, Batch] = {}
+        added = _index_batches(rec[:rn], self.flat, self.plan, self.rule, self.plan.order,
+                               {}, batches) if record else 0
+        out = out[:n]
+        for key, pred, perm, j, spec in self.negs:
+            # the probes the tuple join makes for the bindings that reach the negation
+            # (recorded as the load records them), then the bindings it rejects dropped
+            if not len(out):
+                break
+            if record:
+                ctx = sorted_distinct(np.ascontiguousarray(out[:, : j + 1]))
+                kind, ref, typ = spec[-1]
+                point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
+                batches[key] = Batch(tuple(self.types[: j + 1]), typ, spec[:-1], ctx, point,
+                                     point.copy(), split=True)
+                added += len(ctx)
+            probes = np.empty((len(out), len(spec)), np.int64)
+            for c, (kind, ref, _) in enumerate(spec):
+                probes[:, c] = out[:, ref] if kind == 0 else ref
+            coded = store[pred].coded(perm)
+            if coded is None:
+                raise NotColumnar(f"{pred} keeps no coded index")
+            held = absent_depths(*coded.version(old), probes) == len(spec)
+            out = out[~held]
+        if exist and len(out) and out.shape[1] > exist:
+            out = sorted_distinct(np.ascontiguousarray(out[:, :exist]))
         names = self.plan.order[:exist]
-        columns = [_values(out[:n, j], self.types[j]) for j in range(exist)]
+        columns = [_values(out[:, j], self.types[j]) for j in range(exist)]
         units: dict[Unit, Env] = {}
         if exist:
             for values in zip(*columns, strict=True):
                 units[values] = dict(zip(names, values, strict=True))
-        elif n:
+        elif len(out):
             units[()] = {}
-        batches: dict[IndexKey, Batch] = {}
-        added = _index_batches(rec[:rn], self.flat, self.plan, self.rule, self.plan.order,
-                               {}, batches) if record else 0
         return units, batches, added
+
+
+def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
+                   ) -> list[tuple[IndexKey, str, tuple[int, ...], int, tuple[Any, ...]]]:
+    """The negations of a commit's body as the load records their probes
+    (``_record_probes``): per negation its index key, relation, column order, the level
+    j of its last bound variable (it is checked on the join's output, which runs that
+    deep) and the probe's columns ((0, the level of a variable, its type) or (1, a
+    constant's code, its type)). ``NotColumnar`` for one the compiled commit does not
+    make: with no variable bound (probed once, before the join), or a variable probed in
+    a column of another type."""
+    pos = {v: i for i, v in enumerate(plan.order)}
+    out: list[tuple[IndexKey, str, tuple[int, ...], int, tuple[Any, ...]]] = []
+    for neg in plan.prep.negations:
+        bound = {v for v in neg.vars if v in pos}
+        if not bound:
+            raise NotColumnar("a negation with no variable bound")
+        perm = negation_perm(neg, bound)
+        schema = prog.schemas[neg.pred]
+        spec: list[tuple[int, int, str]] = []
+        for i in perm:
+            arg = neg.args[i]
+            typ = schema.columns[i].type
+            if isinstance(arg, Const):
+                value = float(arg.value) if typ == "float" else arg.value  # type: ignore[arg-type]
+                spec.append((1, rule.codes.code(value, typ), typ))
+            elif arg.name in pos:
+                if rule.types[arg.name] != typ:
+                    raise NotColumnar(f"a {rule.types[arg.name]} value probed in a {typ} column")
+                spec.append((0, pos[arg.name], typ))
+        key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1)
+        if any(k == key for k, _, _, _, _ in out):
+            raise NotColumnar(f"two negations of {neg.pred} probed alike")
+        out.append((key, neg.pred, perm, max(pos[v] for v in bound), tuple(spec)))
+    return out
 
 
 def _values(codes: NDArray[np.int64], typ: str) -> list[Any]:

@@ -323,6 +323,36 @@ class RuleMaintainer:
                 for lo, hi, rule_prefix in plain:
                     counters.intervals_matched += 1
                     regions.values(rule_prefix, lo, hi)
+        for key, pred, perm, _, spec in commit.negs:
+            # a probe's interval is its prefix's point: the region is the binding's
+            # values before the probe's level and its value there (the payload, split)
+            tree = self.indices.get(key)
+            if pred not in changed or tree is None:
+                continue
+            d = len(spec) - 1
+            paths = [op.path for op in ops(pred, perm) if op.depth == d]
+            coded = code_columns(paths, commit.column_types(pred, perm)[: d + 1])
+            if coded is None:
+                raise AssertionError(f"a row of {pred} with no code")
+            pick = np.ones(len(paths), np.bool_)  # the bucket's constants agree
+            for c, (kind, ref, _) in enumerate(spec[:-1]):
+                if kind == 1:
+                    pick &= coded[:, c] == ref
+            if not pick.any():
+                continue
+            coded = coded[pick]
+            paths = [p for p, k in zip(paths, pick.tolist(), strict=True) if k]
+            bcols = [c for c, (kind, _, _) in enumerate(spec[:-1]) if kind == 0]
+            found, plain = tree.stab_codes(
+                np.ascontiguousarray(coded[:, bcols]), np.ascontiguousarray(coded[:, d]),
+                [p[:d] for p in paths], [p[d] for p in paths])
+            for ctx, _, _ in found:
+                counters.intervals_matched += len(ctx)
+                last = np.ascontiguousarray(ctx[:, -1])
+                regions.coded(np.ascontiguousarray(ctx[:, :-1]), last, last.copy())
+            for _, _, (rule_prefix, x) in plain:
+                counters.intervals_matched += 1
+                regions.values(rule_prefix, x, x)
         if not len(regions):
             return {}, {}
         counters.oracle_regions += len(regions)

@@ -462,9 +462,9 @@ def test_build_oracle_cases():
 def compiled_programs(draw: Any) -> str:
     """1-3 IDB predicates over e, f, u of one column type (int or float), positive atoms
     with constants, repeated variables and wildcards, comparisons of two variables or of
-    a variable and a constant, now and then an aggregate; each predicate may read the
-    earlier ones; in int programs, now and then h(x, w) of an int and a float column (w
-    in the body only). Rules the compiled join commits."""
+    a variable and a constant, negations, now and then an aggregate; each predicate may
+    read the earlier ones; in int programs, now and then h(x, w) of an int and a float
+    column (w in the body only). Rules the compiled join commits."""
     typ = draw(st.sampled_from(["int", "float"]))
     decls = (f".decl e(a: {typ}, b: {typ})\n.decl f(a: {typ}, b: {typ})\n"
              f".decl u(a: {typ})\n.decl h(a: int, b: float)\n")
@@ -481,6 +481,14 @@ def compiled_programs(draw: Any) -> str:
                 right = (draw(st.sampled_from(names)) if draw(st.booleans())
                          else repr(draw(st.sampled_from(VALUES[typ][:6]))))
                 body.append(f"{draw(st.sampled_from(names))} {op} {right}")
+            for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+                # a negation of an input or an earlier predicate: bound variables,
+                # constants, wildcards (with none bound it is probed once, before the join)
+                pred = draw(st.sampled_from(sorted(arity)))
+                args = [draw(st.sampled_from(
+                    [*names, "_", repr(draw(st.sampled_from(VALUES[typ][:6])))]))
+                    for _ in range(arity[pred])]
+                body.append(f"!{pred}({', '.join(args)})")
             if typ == "int" and draw(st.integers(0, 2)) == 0:
                 body.insert(draw(st.integers(0, len(body))),
                             f"h({draw(st.sampled_from(names))}, w)")
@@ -513,7 +521,7 @@ def _column_values(prog: Any, name: str, hot: bool) -> Any:
 @st.composite
 def engine_cases(draw: Any) -> tuple[str, dict[str, set[Any]]]:
     """(program, data): mostly programs the compiled join commits, sometimes the random
-    programs of the engine's other tests (negation, arithmetic: tuple commits)."""
+    programs of the engine's other tests (arithmetic, complement atoms: tuple commits)."""
     if draw(st.integers(0, 3)) == 0:
         return draw(programs(recursion=False)), draw(edb_data())
     text = draw(compiled_programs())
@@ -624,6 +632,8 @@ DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl g(a: float, b: 
 TRIANGLE = "tri(x, y, z) :- e(x, y), e(y, z), e(x, z).\n"
 SQUARE = "sq(a, b, c, d) :- e(a, b), e(b, c), e(c, d), e(d, a), a < b, a < c, a < d.\n"
 FLOATS = "heavy(x, z) :- g(x, y), g(y, z), y > 0.5.\n"
+# two negations: of bound variables, and of a prefix (f(z, _)), probed after its level
+OPEN = "open(x, z) :- e(x, y), e(y, z), !e(x, z), !f(z, _), x != z.\n"
 
 
 def _graph(seed: int, nodes: int, count: int) -> set[tuple[int, int]]:
@@ -640,10 +650,12 @@ def _graph(seed: int, nodes: int, count: int) -> set[tuple[int, int]]:
     (TRIANGLE, {"e": {(1, 2): 1, (2, 3): 1, (1, 3): 1, (0, 1): -1}}),
     (SQUARE, {"e": {(1, 2): 1, (2, 3): 1, (3, 4): 1, (4, 1): 1, (5, 6): -1}}),
     (FLOATS, {"g": {(0.25, 1.5): 1, (1.5, -3.0): 1, (1.5, 0.25): -1}}),
+    (OPEN, {"e": {(1, 2): 1, (2, 3): 1, (0, 1): -1}, "f": {(3, 0): 1, (5, 2): 1}}),
+    (OPEN, {"f": {(3, 0): 1, (5, 2): -1, (6, 6): -1}}),
 ])
 def test_the_compiled_join_commits_triangles_squares_and_floats(text, changes):
     prog = load_program(DECLS + text)
-    data = {"e": _graph(3, 8, 30),
+    data = {"e": _graph(3, 8, 30), "f": {(5, 2), (6, 6), (1, 7)},
             "g": {(x / 4, y / 4) for x, y in _graph(4, 8, 30)} | {(1.5, 0.25)}}
     engine = IncrementalEngine(prog, data, "sensitivity")
     engine.apply(changes)
@@ -673,6 +685,9 @@ SEQUENCES = [
               {"e": {(2, 3): -1, (2, 5): 1}}, {"e": {(5, 3): 1}}, {"e": {(2, 3): 1}}]),
     (FLOATS, [{"g": {(0.5, 1.0): 1}}, {"g": {(1.0, 2.5): 1}}, {"g": {(-1.0, 1.0): 1}},
               {"g": {(1.0, 2.5): -1, (1.0, 0.75): 1}}, {"g": {(0.75, 0.5): 1}}]),
+    (OPEN, [{"e": {(1, 2): 1, (2, 3): 1}}, {"f": {(3, 9): 1}}, {"e": {(1, 3): 1}},
+            {"e": {(1, 3): -1}, "f": {(3, 9): -1}}, {"f": {(3, 4): 1, (2, 2): 1}},
+            {"f": {(3, 4): -1}}]),
 ]
 
 
@@ -918,10 +933,11 @@ def test_the_engine_says_which_rules_commit_on_the_tuple_join():
     and why; a body longer than the kernels' tuple of atoms is one (it would compile the
     commit kernel again, for minutes), refused before any commit."""
     prog = load_program(DECLS + ".decl s(a: string)\n" + TRIANGLE
-                        + "t(x, z) :- e(x, y), e(y, z), !f(z, x).\nu(x) :- s(x), s(x).\n")
+                        + "t(x, z) :- e(x, y), e(y, z), !f(1, 2).\nu(x) :- s(x), s(x).\n")
     engine = IncrementalEngine(prog, {"e": {(1, 2), (2, 3)}, "s": {("a",)}}, "sensitivity")
     assert engine.slow_paths() == [
-        "t: rule at <program>:6:1 commits on the tuple join (a negation)",
+        "t: rule at <program>:6:1 commits on the tuple join (a negation with no variable "
+        "bound)",
         "u: rule at <program>:7:1 commits on the tuple join (a string column in s)"]
     n = ckernels.ATOM_SLOTS + 1
     body = ", ".join(f"e(x{i}, x{i + 1})" for i in range(n))
