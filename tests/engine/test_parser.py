@@ -32,6 +32,16 @@ def test_facts_with_all_constant_kinds():
     assert [a.value for a in fact.args] == [1, -2, 3.5, 'a"b\n', 1000.0]
 
 
+def test_a_rule_is_located_at_its_head_whatever_its_body_holds():
+    """A rule's place (what the run's notes and errors name) is where it starts, also
+    when its body holds a comparison or an assignment (each has its own place)."""
+    prog = parse_program("p(x) :- q(x, y), x < y.\n  p(x) :- q(x, y), z = y + 1, !r(z).\n")
+    (line1, col1), (line2, col2) = [(r.loc.line, r.loc.col) for r in prog.rules]
+    assert (line1, col1, line2, col2) == (1, 1, 2, 3)
+    cmp = prog.rules[0].body[1]
+    assert isinstance(cmp, Compare) and (cmp.loc.line, cmp.loc.col) == (1, 18)
+
+
 def test_rule_both_arrows_negation_forms_and_comparisons():
     prog = parse_program("p(x) :- q(x, y), !r(x), not s(y), x < y.\np(x) <- q(x, _).")
     r1, r2 = prog.rules

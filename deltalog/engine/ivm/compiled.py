@@ -42,6 +42,7 @@ from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex, code_colu
 from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Record
 from deltalog.engine.ivm.kernels import absent_depths, build_oracle, lftj_versions
 from deltalog.engine.ivm.lftj import IndexKey
+from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
 from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
@@ -465,18 +466,28 @@ class CommitJoin:
                     raise NotColumnar(f"a {c.type} column in {a.pred}")
         rule = CompiledRule(prog, prep, Codes([set(rule_strings(prep.rule))]), {})
         kplan = rule.plan({}, frozenset(), plan.order)
-        if kplan.post_assign or kplan.post_checks:
-            raise NotColumnar("a variable or comparison computed after the join")
-        if tuple(kplan.kernel) != plan.order:
+        # As at the load (``record_body``): a variable computed by arithmetic is computed
+        # on the join's output, and comparisons the join does not make on codes filter
+        # it; the join then has no existential cut, and its oracle no level for such a
+        # variable (``Regions``: a region there is widened to the subtree above it).
+        self.computed = dict(kplan.post_assign)
+        self.kernel = tuple(kplan.kernel)
+        if self.kernel != tuple(v for v in plan.order if v not in self.computed):
             raise NotColumnar("a variable order the compiled join does not follow")
+        self.post_checks = list(kplan.post_checks)
         self.never = False  # a comparison of constants that fails: the body is empty
         for op, left, right in kplan.pre_checks:
             a_, b_ = eval_expr(left, {}), eval_expr(right, {})
             if a_ is None or b_ is None or not compare(op, a_, b_):
                 self.never = True
         self.negs = _commit_probes(prog, rule, plan)
-        kplan.exist = max([plan.exist_level] + [j + 1 for _, _, _, j, _ in self.negs])
-        kplan.out = list(plan.order[: kplan.exist])
+        if self.computed or self.post_checks:
+            kplan.exist = len(self.kernel)
+        else:
+            kplan.exist = max([plan.exist_level] + [j + 1 for _, _, _, j, _ in self.negs])
+        kplan.out = list(self.kernel[: kplan.exist])
+        self.out = tuple(kplan.out)
+        self.kept = [v not in self.computed for v in plan.order]
         shims = [_Perms(len(a.vars)) for a in prep.atoms]
         args, slots, atom_of = rule.kernel_args(kplan, shims)  # type: ignore[arg-type]
         self.atoms: list[tuple[str, tuple[int, ...]]] = []
@@ -531,41 +542,50 @@ class CommitJoin:
         stats.opens += int(counters[kernels.C_OPENS])
         stats.seeks += int(counters[kernels.C_SEEKS])
         stats.nexts += int(counters[kernels.C_NEXTS])
+        order = self.plan.order
         exist = self.plan.exist_level
         batches: dict[IndexKey, Batch] = {}
-        added = _index_batches(rec[:rn], self.flat, self.plan, self.rule, self.plan.order,
-                               {}, batches) if record else 0
-        out = out[:n]
+        added = _index_batches(rec[:rn], self.flat, self.plan, self.rule, self.kernel,
+                               self.computed, batches) if record else 0
+        out = np.ascontiguousarray(out[:n])
+        rule = self.rule
+        cols = Cols(n, {v: out[:, i] for i, v in enumerate(self.out)},
+                    {v: rule.types[v] for v in self.out})
+        for v, e in self.computed.items():
+            rule.assign(cols, v, e)
+        for op, left, right in self.post_checks:
+            cols.keep(rule.check(cols, op, left, right))
         for key, pred, perm, j, spec in self.negs:
             # the probes the tuple join makes for the bindings that reach the negation
             # (recorded as the load records them), then the bindings it rejects dropped
-            if not len(out):
+            if not cols.n:
                 break
             if record:
-                ctx = sorted_distinct(np.ascontiguousarray(out[:, : j + 1]))
+                ctx = sorted_distinct(np.stack([cols.codes[v] for v in order[: j + 1]], axis=1))
                 kind, ref, typ = spec[-1]
                 point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
                 batches[key] = Batch(tuple(self.types[: j + 1]), typ, spec[:-1], ctx, point,
                                      point.copy(), split=True)
                 added += len(ctx)
-            probes = np.empty((len(out), len(spec)), np.int64)
+            probes = np.empty((cols.n, len(spec)), np.int64)
             for c, (kind, ref, _) in enumerate(spec):
-                probes[:, c] = out[:, ref] if kind == 0 else ref
+                probes[:, c] = cols.codes[order[ref]] if kind == 0 else ref
             coded = store[pred].coded(perm)
             if coded is None:
                 raise NotColumnar(f"{pred} keeps no coded index")
-            held = absent_depths(*coded.version(old), probes) == len(spec)
-            out = out[~held]
-        if exist and len(out) and out.shape[1] > exist:
-            out = sorted_distinct(np.ascontiguousarray(out[:, :exist]))
-        names = self.plan.order[:exist]
-        columns = [_values(out[:, j], self.types[j]) for j in range(exist)]
+            cols.keep(absent_depths(*coded.version(old), probes) < len(spec))
         units: dict[Unit, Env] = {}
-        if exist:
-            for values in zip(*columns, strict=True):
-                units[values] = dict(zip(names, values, strict=True))
-        elif len(out):
-            units[()] = {}
+        if not exist:
+            if cols.n:
+                units[()] = {}
+            return units, batches, added
+        kept = np.stack([cols.codes[v] for v in order[:exist]], axis=1)
+        if len(kept) and (exist < len(self.out) or self.computed):
+            kept = sorted_distinct(np.ascontiguousarray(kept))
+        names = order[:exist]
+        columns = [_values(kept[:, j], self.types[j]) for j in range(exist)]
+        for values in zip(*columns, strict=True):
+            units[values] = dict(zip(names, values, strict=True))
         return units, batches, added
 
 
@@ -631,10 +651,16 @@ class Regions:
     one that fixes the existential level or more is widened to the whole subtree of its
     first ``exist`` values (``deltalog.engine.ivm.rule.RuleMaintainer.maintain``)."""
 
-    def __init__(self, types: Sequence[str], exist: int):
+    def __init__(self, types: Sequence[str], exist: int, kept: Sequence[bool] | None = None):
+        """``types``: of the rule's variables in its order; ``kept[p]``: whether the join
+        binds the variable at p (not one computed on its output, which the oracle has no
+        level for: a region that fixes it is widened to drop it, one with its interval
+        to the subtree above it; a larger oracle, never a smaller one)."""
         self.types = list(types)
         self.exist = exist
-        self.parts: list[tuple[NDArray[np.int64], ...]] = []
+        self.kept = list(kept) if kept is not None else [True] * len(self.types)
+        self.depth = sum(self.kept[:exist])  # the oracle's levels
+        self.parts: list[tuple[NDArray[np.int64], ...]] = []  # coded regions, as given
         self.plain: list[tuple[tuple[Any, ...], Any, Any]] = []
         self.count = 0
 
@@ -644,31 +670,37 @@ class Regions:
     def coded(self, ctx: NDArray[np.int64], lo: NDArray[np.int64],
               hi: NDArray[np.int64]) -> None:
         """Regions of coded contexts (the values of the levels before theirs) and ends."""
-        m, width = ctx.shape
-        e = self.exist
-        vals = np.zeros((m, e), np.int64)
-        if width >= e:
-            vals[:] = ctx[:, :e]
-            lo = np.full(m, kernels.BOT, np.int64)
-            hi = np.full(m, kernels.TOP, np.int64)
-        else:
-            vals[:, :width] = ctx
-        self.parts.append((np.full(m, min(width, e), np.int64), vals, lo, hi))
-        self.count += m
+        self.parts.append((ctx, lo, hi))
+        self.count += len(lo)
 
     def values(self, prefix: tuple[Any, ...], lo: Any, hi: Any) -> None:
         """A region of values (coded with the others, by ``flat``)."""
         self.plain.append((prefix, lo, hi))
         self.count += 1
 
+    def _levels(self, ctx: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
+                ) -> tuple[NDArray[np.int64], ...]:
+        """Coded regions on the oracle's levels: (fixed levels, their values, lo, hi)."""
+        m, width = ctx.shape
+        fixed = min(width, self.exist)
+        if width >= self.exist or not self.kept[width]:
+            lo = np.full(m, kernels.BOT, np.int64)
+            hi = np.full(m, kernels.TOP, np.int64)
+        levels = [p for p in range(fixed) if self.kept[p]]
+        vals = np.zeros((m, self.depth), np.int64)
+        vals[:, : len(levels)] = ctx[:, levels] if len(levels) < fixed else ctx[:, :fixed]
+        return np.full(m, len(levels), np.int64), vals, lo, hi
+
     def flat(self) -> tuple[NDArray[np.int64], ...]:
-        """The oracle's flat trie (``deltalog.engine.ivm.kernels.build_oracle``)."""
+        """The oracle's flat trie (``deltalog.engine.ivm.kernels.build_oracle``);
+        ``NotColumnar`` when a region of values has no code."""
+        parts = [self._levels(*part) for part in self.parts]
         by_width: dict[int, list[tuple[tuple[Any, ...], Any, Any]]] = {}
         for region in self.plain:
             by_width.setdefault(min(len(region[0]), self.exist), []).append(region)
         for width, regions in by_width.items():
-            if width >= self.exist:
-                prefixes = [r[0][: self.exist] for r in regions]
+            if width >= self.exist or not self.kept[width]:
+                prefixes = [r[0][:width] for r in regions]
                 lo = [BOTTOM] * len(regions)
                 hi = [TOP] * len(regions)
             else:
@@ -679,7 +711,38 @@ class Regions:
             if ctx is None:
                 raise NotColumnar("a region with no code")
             typ = self.types[width] if width < len(self.types) else "int"
-            self.coded(ctx, _end_codes(lo, typ), _end_codes(hi, typ))
-        self.plain = []
-        plen, vals, lo_, hi_ = (np.concatenate(c) for c in zip(*self.parts, strict=True))
+            parts.append(self._levels(ctx, _end_codes(lo, typ), _end_codes(hi, typ)))
+        plen, vals, lo_, hi_ = (np.concatenate(c) for c in zip(*parts, strict=True))
         return build_oracle(plen, vals, lo_, hi_)  # type: ignore[no-any-return]
+
+    def change_oracle(self) -> OracleNode:
+        """The same regions as the tuple join's change oracle (in values, on every level
+        of the rule's order), for a commit the compiled join cannot evaluate after all."""
+        oracle = ChangeOracle()
+        e = self.exist
+
+        def region(prefix: tuple[Any, ...], lo: Any, hi: Any) -> None:
+            if len(prefix) >= e:
+                oracle.add_subtree(prefix[:e])
+            else:
+                oracle.add(prefix, lo, hi)
+
+        for ctx, lo, hi in self.parts:
+            width = ctx.shape[1]
+            typ = self.types[width] if width < len(self.types) else "int"
+            cols = [_values(np.ascontiguousarray(ctx[:, j]), self.types[j])
+                    for j in range(width)]
+            for k, prefix in enumerate(zip(*cols, strict=True) if width else [()] * len(lo)):
+                region(tuple(prefix), _end_value(int(lo[k]), typ), _end_value(int(hi[k]), typ))
+        for prefix, lo, hi in self.plain:
+            region(prefix, lo, hi)
+        return oracle.finish()
+
+
+def _end_value(code: int, typ: str) -> Any:
+    """The value of an interval end's code (``BOT``/``TOP``: ``BOTTOM``/``TOP``)."""
+    if code == kernels.BOT:
+        return BOTTOM
+    if code == kernels.TOP:
+        return TOP
+    return _values(np.array([code], np.int64), typ)[0]

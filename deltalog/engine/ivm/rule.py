@@ -293,7 +293,7 @@ class RuleMaintainer:
         evaluated inside it on the compiled join, the new one's intervals kept as parts
         on arrays."""
         ops = self._surgeries(store, counters, commit)
-        regions = Regions(commit.types, self.plan.exist_level)
+        regions = Regions(commit.types, self.plan.exist_level, commit.kept)
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):
             if a.pred not in changed:
@@ -356,9 +356,19 @@ class RuleMaintainer:
         if not len(regions):
             return {}, {}
         counters.oracle_regions += len(regions)
-        oracle = regions.flat()
-        old, _, _ = commit.evaluate(store, oracle, True, False, stats)
-        new, batches, added = commit.evaluate(store, oracle, False, True, stats)
+        try:
+            oracle = regions.flat()
+            old, _, _ = commit.evaluate(store, oracle, True, False, stats)
+            new, batches, added = commit.evaluate(store, oracle, False, True, stats)
+        except NotColumnar as why:
+            # A value the codes cannot hold (an arithmetic result beyond 64 bits): the
+            # stabs' regions re-evaluated on the tuple join, as its commits would, and
+            # this rule's commits stay there from now on.
+            self._commit = f"tuples: {why}"
+            root = regions.change_oracle()
+            self.last_oracle = root
+            return (self._evaluate(store, True, root, False, stats, counters),
+                    self._evaluate(store, False, root, True, stats, counters))
         for key, batch in batches.items():
             index = self.indices.get(key)
             if index is None:

@@ -374,8 +374,8 @@ def _build(items: list[Any], file: str) -> Program:
                     out.append(Negation(atom, lit[2]))
                 elif isinstance(lit, tuple) and lit[0] == "cmp":
                     op, left, right = lit[1]
-                    loc = lit[2]
-                    out.append(Compare(op, norm.expr(left, loc), norm.expr(right, loc), loc))
+                    at = lit[2]  # (the comparison's place; ``loc`` is the rule's)
+                    out.append(Compare(op, norm.expr(left, at), norm.expr(right, at), at))
                 else:
                     atom_lifted: list[Compare] = []
                     out.append(norm.atom(lit, atom_lifted, head=False))

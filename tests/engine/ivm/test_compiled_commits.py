@@ -462,9 +462,10 @@ def test_build_oracle_cases():
 def compiled_programs(draw: Any) -> str:
     """1-3 IDB predicates over e, f, u of one column type (int or float), positive atoms
     with constants, repeated variables and wildcards, comparisons of two variables or of
-    a variable and a constant, negations, now and then an aggregate; each predicate may
-    read the earlier ones; in int programs, now and then h(x, w) of an int and a float
-    column (w in the body only). Rules the compiled join commits."""
+    a variable and a constant, negations, a variable computed by arithmetic, now and then
+    an aggregate; each predicate may read the earlier ones; in int programs, now and then
+    h(x, w) of an int and a float column (w in the body only, compared with floats after
+    the join). Rules the compiled join commits."""
     typ = draw(st.sampled_from(["int", "float"]))
     decls = (f".decl e(a: {typ}, b: {typ})\n.decl f(a: {typ}, b: {typ})\n"
              f".decl u(a: {typ})\n.decl h(a: int, b: float)\n")
@@ -476,6 +477,12 @@ def compiled_programs(draw: Any) -> str:
             body, bound = positive_body(draw, arity, lambda: repr(
                 draw(st.sampled_from(VALUES[typ][:6]))))
             names = sorted(set(bound))
+            if draw(st.integers(0, 3)) == 0:  # a variable computed on the join's output
+                right = (draw(st.sampled_from(names)) if draw(st.booleans())
+                         else repr(draw(st.sampled_from(VALUES[typ][1:6]))))
+                body.append(f"t = {draw(st.sampled_from(names))} "
+                            f"{draw(st.sampled_from(['+', '-', '*', '/']))} {right}")
+                names.append("t")
             for _ in range(draw(st.integers(0, 2))):
                 op = draw(st.sampled_from(["<", "<=", ">", ">=", "!=", "="]))
                 right = (draw(st.sampled_from(names)) if draw(st.booleans())
@@ -521,7 +528,8 @@ def _column_values(prog: Any, name: str, hot: bool) -> Any:
 @st.composite
 def engine_cases(draw: Any) -> tuple[str, dict[str, set[Any]]]:
     """(program, data): mostly programs the compiled join commits, sometimes the random
-    programs of the engine's other tests (arithmetic, complement atoms: tuple commits)."""
+    programs of the engine's other tests (string columns, complement atoms: tuple
+    commits)."""
     if draw(st.integers(0, 3)) == 0:
         return draw(programs(recursion=False)), draw(edb_data())
     text = draw(compiled_programs())
@@ -654,6 +662,7 @@ def _graph(seed: int, nodes: int, count: int) -> set[tuple[int, int]]:
     (OPEN, {"f": {(3, 0): 1, (5, 2): -1, (6, 6): -1}}),
 ])
 def test_the_compiled_join_commits_triangles_squares_and_floats(text, changes):
+    """Each commit on the compiled join, undone after, and both equal a recompute."""
     prog = load_program(DECLS + text)
     data = {"e": _graph(3, 8, 30), "f": {(5, 2), (6, 6), (1, 7)},
             "g": {(x / 4, y / 4) for x, y in _graph(4, 8, 30)} | {(1.5, 0.25)}}
@@ -668,6 +677,51 @@ def test_the_compiled_join_commits_triangles_squares_and_floats(text, changes):
     assert engine.last_stats.work["compiled_commits"] >= 1
     assert engine.relation(m.rule.head.pred) == _recompute(prog, engine)[m.rule.head.pred]
     _check_coded(engine)
+
+
+# A variable computed by arithmetic (t), probed by a negation, compared after the join.
+COMPUTED = ("r(x, t) :- e(x, y), t = y * 2 + x, !f(t, _), x < t.\n"
+            "c(x, y) :- e(x, y), g(a, _), x < a.\n")
+
+
+def test_a_variable_computed_on_the_joins_output_commits_on_the_compiled_join():
+    """The oracle has no level for t: a change to f (the negation probes t) widens its
+    region to the subtree of x and y above it; the comparison of an int and a float
+    filters the join's output. Every commit is compiled and equals a recompute."""
+    prog = load_program(DECLS + COMPUTED)
+    engine = IncrementalEngine(prog, {"e": _graph(5, 8, 20), "f": {(4, 0), (9, 1)},
+                                      "g": {(2.5, 0.0)}}, "sensitivity")
+    assert engine.slow_paths() == []
+    steps = [{"f": {(4, 0): -1}}, {"f": {(6, 2): 1, (9, 1): -1}}, {"e": {(1, 4): 1}},
+             {"g": {(2.5, 0.0): -1, (5.5, 1.0): 1}}, {"e": {(1, 4): -1}, "f": {(7, 7): 1}}]
+    compiled = []
+    for k, batch in enumerate(steps):
+        engine.apply(batch)
+        compiled.append(engine.last_stats.work.get("compiled_commits", 0))
+        want = _recompute(prog, engine)
+        for p in prog.idb:
+            assert engine.relation(p) == want[p], (k, p)
+    assert compiled == [1, 1, 2, 1, 2], compiled
+    assert engine.slow_paths() == []
+    _check_coded(engine)
+
+
+def test_a_result_beyond_64_bits_in_a_commit_finishes_it_on_the_tuple_join():
+    """The load's products fit in 64 bits; a commit's does not: the regions its stabs
+    found are re-evaluated on the tuple join (no interval lost), the rule commits there
+    from then on, and the run's notes say why."""
+    prog = load_program(DECLS + ".decl u(a: int)\n"
+                        "s(x, v) :- e(x, y), v = y * 4611686018427387904, !u(x).\n")
+    engine = IncrementalEngine(prog, {"e": {(0, 1), (1, 0), (2, 1)}}, "sensitivity")
+    assert engine.slow_paths() == []
+    for k, batch in enumerate([{"u": {(2,): 1}}, {"e": {(3, 2): 1}}, {"u": {(2,): -1}},
+                               {"e": {(3, 2): -1, (3, 1): 1}}, {"u": {(3,): 1}}]):
+        engine.apply(batch)
+        want = _recompute(prog, engine)
+        assert engine.relation("s") == want["s"], k
+    assert engine.slow_paths() == [
+        "s: rule at <program>:5:1 commits on the tuple join (an integer result beyond "
+        "64 bits)"]
 
 
 # Commits from empty relations: the load's intervals are (−inf, +inf), matched and
