@@ -195,8 +195,8 @@ class IncrementalEngine:
         start = time.perf_counter()
         self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
         for name in prog.edb:
-            rows = set(prog.facts.get(name, ()))
-            rows |= self._coerced(name, edb.get(name, ()))
+            rows = self._coerced(name, edb.get(name, ()))
+            rows.update(prog.facts.get(name, ()))
             check_functional(prog.schemas[name], rows)
             self.store[name].load(rows)
         for name in edb:
@@ -354,11 +354,14 @@ class IncrementalEngine:
         schema = self.prog.schemas[name]
         if any(c.type == "float" for c in schema.columns):
             return {self._one(name, r) for r in rows}
-        out = set(map(tuple, rows))
+        # (a set of tuples, as the pipeline reads a table, is copied without hashing its
+        # rows again; each pass below runs in C)
+        out = set(rows) if type(rows) in (set, frozenset) and set(map(type, rows)) <= {
+            tuple} else set(map(tuple, rows))
         arity = schema.arity
-        for r in out:
-            if len(r) != arity:
-                raise ValueError(f"a row of {len(r)} values for {name}, of arity {arity}")
+        if out and set(map(len, out)) != {arity}:
+            bad = next(r for r in out if len(r) != arity)
+            raise ValueError(f"a row of {len(bad)} values for {name}, of arity {arity}")
         return out
 
     def apply(self, edb_deltas: Mapping[str, Delta]) -> dict[str, Delta]:

@@ -27,6 +27,7 @@ is not checked.
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -176,8 +177,9 @@ def _read_relation(schema: Any, held: Any) -> "NDArray[np.int64] | list[list[Any
     if not rows:
         return np.zeros((0, schema.arity), np.int64)
     if ints:
-        try:
-            return np.array(rows, np.int64).reshape(len(rows), schema.arity)
+        try:  # (the values in one list first: faster than from the rows)
+            return np.array(list(chain.from_iterable(rows)), np.int64).reshape(
+                len(rows), schema.arity)
         except OverflowError:
             raise NotColumnar("an integer beyond 64 bits") from None
     return [[r[i] for r in rows] for i in range(schema.arity)]

@@ -196,19 +196,24 @@ class RuleMaintainer:
                 self.recorded_by = f"tuples: {why}"
             else:
                 self.recorded_by = "compiled"
-                # The sorted indexes commits read: built now, with the state they belong
-                # to, not by the first commit (which would also save them whole).
-                complemented = [(self.prep.negations[k].pred, self.plan.perms[a])
-                                for a, k in self.complements.items()]  # (S, as T is read)
-                for pred, perm in [*((a.pred, perm) for a, perm in zip(
-                        self.prep.atoms, self.plan.perms, strict=True)), *self.negated,
-                                   *complemented]:
-                    store[pred].index_from(perm, partial(got.sorted_rows, pred, perm))
                 commit = self.commit_join(prog)
-                if type(commit) is CommitJoin:  # its indexes as codes, from the load's
+                if type(commit) is CommitJoin:
+                    # The indexes its commits read, as codes from the load's; the sorted
+                    # indexes of tuples only if a commit falls back to the tuple join
+                    # (``VersionedRelation.index`` builds one when first asked).
                     for pred, perm in commit.relations():
                         if store[pred].coded(perm) is None:
                             store[pred].keep_coded(perm, got.coded(pred, perm))
+                else:
+                    # The sorted indexes the tuple join's commits read: built now, with
+                    # the state they belong to, not by the first commit (which would also
+                    # save them whole).
+                    complemented = [(self.prep.negations[k].pred, self.plan.perms[a])
+                                    for a, k in self.complements.items()]  # (S, as T is read)
+                    for pred, perm in [*((a.pred, perm) for a, perm in zip(
+                            self.prep.atoms, self.plan.perms, strict=True)), *self.negated,
+                                       *complemented]:
+                        store[pred].index_from(perm, partial(got.sorted_rows, pred, perm))
                 for key, part in got.parts.items():
                     index = self.indices[key] = IntervalIndex()
                     index.static = part
