@@ -157,6 +157,12 @@ class CodedIndex:
         self.old_minus, self.old_plus = self.minus, self.plus
 
 
+def difference_index(t: CodedIndex, s: CodedIndex) -> CodedIndex:
+    """The rows of ``t``'s current version that ``s``'s lacks (both in one column order):
+    T \\ S as an index of its own, settled."""
+    return CodedIndex(t.types, _minus(t.rows(), s.rows()))
+
+
 def coded_index(types: Sequence[str], rows: Iterable[Row], inserted: Sequence[Row],
                 erased: Sequence[Row]) -> CodedIndex | None:
     """An index of current ``rows`` (in its column order) whose previous version lacked

@@ -455,8 +455,6 @@ class CommitJoin:
 
     def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram):
         prep = plan.prep
-        if plan.complements:
-            raise NotColumnar("a complement atom")
         if any(not a.vars for a in prep.atoms):
             raise NotColumnar("an atom with no variables")
         if len(prep.atoms) > kernels.ATOM_SLOTS:
@@ -498,8 +496,12 @@ class CommitJoin:
             if perm != plan.perms[k]:
                 raise NotColumnar("a column order the compiled join does not follow")
             self.atoms.append((prep.atoms[k].pred, perm))
+        self.atom_of = list(atom_of)  # (the body's atom each of the join's atoms is)
+        # A complement atom (T \ S) reads a coded index of its own, which the rule's
+        # maintainer keeps (``RuleMaintainer._complement_versions``).
+        self.complements = dict(plan.complements)
         self._types = {(pred, perm): [prog.schemas[pred].columns[c].type for c in perm]
-                       for pred, perm in self.relations()}
+                       for pred, perm in [*self.atoms, *self.relations()]}
         # the plan's arrays, after the relations (less the lower bounds: the checks they
         # stand for stay in the plan)
         self.args = args[1:12] + args[15:17]
@@ -514,23 +516,27 @@ class CommitJoin:
     def relations(self) -> list[tuple[str, tuple[int, ...]]]:
         """(relation, column order) of every index the join reads as codes (its atoms',
         then its negations')."""
-        return list(self.atoms) + [(pred, perm) for _, pred, perm, _, _ in self.negs]
+        return [(pred, perm) for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True)
+                if k not in self.complements] + [
+                    (pred, perm) for _, pred, perm, _, _ in self.negs]
 
     def column_types(self, pred: str, perm: tuple[int, ...]) -> list[str]:
         """The types of the columns of one of those indexes, in its order."""
         return self._types[(pred, perm)]
 
     def evaluate(self, store: RelationStore, oracle: tuple[NDArray[np.int64], ...], old: bool,
-                 record: bool, stats: JoinStats
+                 record: bool, stats: JoinStats,
+                 complements: "Mapping[int, CodedIndex] | None" = None,
                  ) -> tuple[dict[Unit, Env], dict[IndexKey, Batch], int]:
         """The units of the body (the old or the new versions) inside the ``oracle``
         (``Regions.flat``), and with ``record`` its intervals as batches by index key, and
-        how many."""
+        how many; ``complements[a]``: complement atom a's T \\ S, coded."""
         if self.never:
             return {}, {}, 0
         versions = []
-        for pred, perm in self.atoms:
-            coded = store[pred].coded(perm)
+        for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True):
+            coded = (complements or {}).get(k) if k in self.complements else (
+                store[pred].coded(perm))
             if coded is None:
                 raise NotColumnar(f"{pred} keeps no coded index")
             versions.append(coded.version(old))
@@ -575,7 +581,8 @@ class CommitJoin:
             coded = store[pred].coded(perm)
             if coded is None:
                 raise NotColumnar(f"{pred} keeps no coded index")
-            cols.keep(absent_depths(*coded.version(old), probes) < len(spec))
+            cols.keep(absent_depths(  # type: ignore[call-arg]
+                *coded.version(old), probes) < len(spec))
         units: dict[Unit, Env] = {}
         if not exist:
             if cols.n:
@@ -602,7 +609,10 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
     a column of another type."""
     pos = {v: i for i, v in enumerate(plan.order)}
     out: list[tuple[IndexKey, str, tuple[int, ...], int, tuple[Any, ...]]] = []
-    for neg in plan.prep.negations:
+    absorbed = set(plan.complements.values())  # (a complement atom reads T \ S instead)
+    for k, neg in enumerate(plan.prep.negations):
+        if k in absorbed:
+            continue
         bound = {v for v in neg.vars if v in pos}
         if not bound:
             raise NotColumnar("a negation with no variable bound")

@@ -24,7 +24,12 @@ import numpy as np
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar.encoding import NotColumnar
-from deltalog.engine.columnar.versions import code_columns, coded_index
+from deltalog.engine.columnar.versions import (
+    CodedIndex,
+    code_columns,
+    coded_index,
+    difference_index,
+)
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
 from deltalog.engine.ivm.compiled import CommitJoin, LoadCoding, Regions, Unit, record_body
 from deltalog.engine.ivm.interval_index import IntervalIndex
@@ -44,6 +49,7 @@ from deltalog.engine.join.plan import (
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.storage import RelationStore, SortedRows, VersionedRelation, permute
 from deltalog.engine.syntax.ast import Rule
+from deltalog.engine.values import Row
 
 
 class WorkCounters:
@@ -107,6 +113,9 @@ class RuleMaintainer:
         # Commits on the compiled join (``CommitJoin``), the reason they are not, or None:
         # not decided yet (built at the first commit that has the program).
         self._commit: CommitJoin | str | None = None
+        # Complement atom -> T \ S as a coded index, for commits on the compiled join
+        # (kept with the state; dropped when a commit runs on the tuple join instead).
+        self._ccoded: dict[int, CodedIndex] = {}
         self.last_oracle: OracleNode | None = None  # the last commit's oracle (for tests)
         absorbed = set(self.complements.values())
         self.negated = {(n.pred, negation_perm(n, set(self.plan.order)))
@@ -124,6 +133,7 @@ class RuleMaintainer:
         order = state.pop("order")
         state.setdefault("complements", {})  # saved before complement iteration existed
         state.setdefault("recorded_by", "tuples")
+        state.setdefault("_ccoded", {})  # saved before complements committed on codes
         self.__dict__.update(state)
         self._run = None
         self._commit = None
@@ -204,6 +214,11 @@ class RuleMaintainer:
                     for pred, perm in commit.relations():
                         if store[pred].coded(perm) is None:
                             store[pred].keep_coded(perm, got.coded(pred, perm))
+                    for a, k in self.complements.items():
+                        perm = self.plan.perms[a]
+                        self._ccoded[a] = difference_index(
+                            got.coded(self.prep.atoms[a].pred, perm),
+                            got.coded(self.prep.negations[k].pred, perm))
                 else:
                     # The sorted indexes the tuple join's commits read: built now, with
                     # the state they belong to, not by the first commit (which would also
@@ -298,12 +313,20 @@ class RuleMaintainer:
         evaluated inside it on the compiled join, the new one's intervals kept as parts
         on arrays."""
         ops = self._surgeries(store, counters, commit)
+        complemented = self._complement_versions(store, commit)
+        if complemented is None:  # (a row of T \ S with no code: the tuple join's commit)
+            self._commit = "tuples: a value with no 64-bit code in a complement atom"
+            return self._maintain_tuples(store, changed, stats, counters)
         regions = Regions(commit.types, self.plan.exist_level, commit.kept)
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):
-            if a.pred not in changed:
+            if a.index in complemented:
+                atom_ops = complemented[a.index][1]
+                counters.surgeries += len(atom_ops)
+            elif a.pred not in changed:
                 continue
-            atom_ops = ops(a.pred, perm)
+            else:
+                atom_ops = ops(a.pred, perm)
             if not indexed:  # the atom's variables are the first of the order
                 for op in atom_ops:
                     regions.values(op.path[: op.depth], op.path[op.depth], op.path[op.depth])
@@ -361,15 +384,17 @@ class RuleMaintainer:
         if not len(regions):
             return {}, {}
         counters.oracle_regions += len(regions)
+        sources = {a: index for a, (index, _) in complemented.items()}
         try:
             oracle = regions.flat()
-            old, _, _ = commit.evaluate(store, oracle, True, False, stats)
-            new, batches, added = commit.evaluate(store, oracle, False, True, stats)
+            old, _, _ = commit.evaluate(store, oracle, True, False, stats, sources)
+            new, batches, added = commit.evaluate(store, oracle, False, True, stats, sources)
         except NotColumnar as why:
             # A value the codes cannot hold (an arithmetic result beyond 64 bits): the
             # stabs' regions re-evaluated on the tuple join, as its commits would, and
             # this rule's commits stay there from now on.
             self._commit = f"tuples: {why}"
+            self._ccoded = {}
             root = regions.change_oracle()
             self.last_oracle = root
             return (self._evaluate(store, True, root, False, stats, counters),
@@ -394,6 +419,51 @@ class RuleMaintainer:
         commit = self.commit_join(prog)
         if type(commit) is CommitJoin and self._coded_versions(store, commit):
             return self._maintain_compiled(store, changed, stats, counters, commit)
+        return self._maintain_tuples(store, changed, stats, counters)
+
+    def _complement_versions(self, store: RelationStore, commit: CommitJoin
+                             ) -> dict[int, tuple[CodedIndex, list[Surgery]]] | None:
+        """Each complement atom's T \\ S as a coded index in the two versions this commit
+        reads, with its tree surgery: the rows of the commit's changes to T and S whose
+        membership in T \\ S changed (T \\ S made from the store once when not kept); None
+        when one has no code."""
+        out: dict[int, tuple[CodedIndex, list[Surgery]]] = {}
+        for a, k in self.complements.items():
+            t, s = store[self.prep.atoms[a].pred], store[self.prep.negations[k].pred]
+            perm = self.plan.perms[a]
+            dt, ds = t.delta(), s.delta()
+            changes: list[tuple[Row, int]] = []
+            for r in dt.keys() | ds.keys():
+                in_t, in_s = r in t, r in s
+                # (a row the last commit erased was there before; one it inserted was not)
+                was = (in_t if r not in dt else dt[r] < 0) and not (
+                    in_s if r not in ds else ds[r] < 0)
+                now = in_t and not in_s
+                if was != now:
+                    changes.append((permute(r, perm), 1 if now else -1))
+            types = commit.column_types(self.prep.atoms[a].pred, perm)
+            ins = [r for r, w in changes if w > 0]
+            era = [r for r, w in changes if w < 0]
+            index = self._ccoded.get(a)
+            if index is None:
+                rows = sorted(permute(r, perm) for r in t.rows if r not in s)
+                index = coded_index(types, rows, ins, era)
+            elif not index.commit(ins, era):
+                index = None
+            if index is None:
+                self._ccoded = {}
+                return None
+            self._ccoded[a] = index
+            changes.sort()
+            out[a] = (index, _surgery_of(changes, index, types))
+        return out
+
+    def _maintain_tuples(
+        self, store: RelationStore, changed: Collection[str], stats: JoinStats,
+        counters: WorkCounters,
+    ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
+        """``maintain`` on the tuple join (``deltalog.engine.ivm.lftj``)."""
+        self._ccoded = {}  # (not kept up to date by this commit)
         oracle = ChangeOracle()
         e = self.plan.exist_level
 
@@ -466,10 +536,18 @@ def _coded_surgery(rel: VersionedRelation, perm: tuple[int, ...],
     """The tree surgery of ``rel``'s last commit in ``perm`` order, each changed row's
     start found on its coded index's versions (``kernels.absent_depths``)."""
     index = rel.coded(perm)
-    rows = sorted((permute(r, perm), w) for r, w in rel.delta().items())
-    codes = code_columns([r for r, _ in rows], commit.column_types(rel.name, perm))
-    if index is None or codes is None:  # (``_coded_versions`` checked both)
+    if index is None:  # (``_coded_versions`` checked)
         raise AssertionError(f"{rel.name} has no coded index for its change")
+    rows = sorted((permute(r, perm), w) for r, w in rel.delta().items())
+    return _surgery_of(rows, index, commit.column_types(rel.name, perm))
+
+
+def _surgery_of(rows: list[tuple[Row, int]], index: Any, types: list[str]) -> list[Surgery]:
+    """The tree surgery of changed ``rows`` (sorted, with weights) of ``index`` (coded,
+    in two versions), each row's start found on its versions."""
+    codes = code_columns([r for r, _ in rows], types)
+    if codes is None:  # (an index's rows all have codes)
+        raise AssertionError("a changed row with no code")
     inserted = np.array([w > 0 for _, w in rows], np.bool_)
     depths = np.zeros(len(rows), np.int64)
     for old, pick in ((True, inserted), (False, ~inserted)):
