@@ -5,8 +5,9 @@ The rule's relations are coded (``deltalog.engine.columnar.encoding``), the comp
 leapfrog triejoin (``kernels.lftj``) runs on the maintainer's own variable order and
 column orders with recording on, and each index (atom, depth) gets its intervals as a
 ``CodedIntervals`` static part: so the intervals that commits stab are the ones the
-maintainer's tuple join would look up, keyed and laid out alike. Commits stay on the
-tuple join (``deltalog.engine.ivm.lftj``), which records into the indices' dynamic parts.
+maintainer's tuple join would look up, keyed and laid out alike. A rule's commits run
+on the compiled join too where ``CommitJoin`` allows (else on the tuple join,
+``deltalog.engine.ivm.lftj``, which records into the indices' dynamic parts).
 
 What the compiled join does not do the way the tuple join does is refused with
 ``NotColumnar`` (the reason as its message), and the tuple join records instead: an
@@ -450,8 +451,10 @@ class CommitJoin:
     the new body evaluated inside the change oracle over the coded versions of its
     relations (``deltalog.engine.columnar.versions``), the new one recording its
     intervals as parts on arrays. Built for a rule whose relations are int and float
-    columns and whose body the kernel joins as the maintainer's plan orders it; anything
-    else raises ``NotColumnar`` (the reason), and its commits stay on the tuple join."""
+    columns and whose body the kernel joins as the maintainer's plan orders it
+    (arithmetic, comparisons after the join, negations and complement atoms made as the
+    load makes them); anything else raises ``NotColumnar`` (the reason), and its commits
+    stay on the tuple join."""
 
     def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram):
         prep = plan.prep
