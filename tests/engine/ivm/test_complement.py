@@ -309,3 +309,22 @@ def test_a_complement_atom_records_on_the_compiled_join():
     held = {(x, y) for x, y in engine.relation("e") if (x, y) not in engine.relation("s")}
     index = m._ccoded[1]  # (the atom's column order: (x, y), its own)
     assert {tuple(r) for r in index.rows().tolist()} == held
+
+
+def test_a_complement_row_with_no_code_sends_its_commits_to_the_tuple_join():
+    """An int beyond 64 bits entering T: T \\ S has no code for it, so that commit and the
+    later ones run on the tuple join (the run's notes say why), still right."""
+    from deltalog.engine.evaluate import evaluate
+    from deltalog.engine.runtime import IncrementalEngine
+
+    prog = load_program(DECLS + "s(x, y) :- e(x, y), u(y).\nr(x) :- e(x, y), !s(x, y).\n")
+    engine = IncrementalEngine(prog, {"e": {(0, 1), (1, 2), (2, 2)}, "u": {(2,)}},
+                               "sensitivity")
+    assert engine.slow_paths() == []
+    for change in ({"e": {(3, 1): 1}}, {"e": {(2**70, 1): 1}}, {"u": {(1,): 1}},
+                   {"e": {(2**70, 1): -1, (5, 5): 1}}):
+        engine.apply(change)
+        edb = {name: engine.relation(name) for name in prog.edb}
+        assert engine.relation("r") == evaluate(prog, edb)["r"], change
+    assert ("r: rule at <program>:5:1 commits on the tuple join (a value with no 64-bit "
+            "code in a complement atom)") in engine.slow_paths()
