@@ -110,8 +110,7 @@ def test_rebuild_after_an_edb_change_then_incremental_runs(tmp_path, spark):
     step = _materialize_all(spec, root)
     assert step["path"].mode == "incremental"
     assert step["path"].seq > reload["path"].seq > results["path"].seq  # no txn reused
-    assert _tables(spec, root) == _expected(spec, EDGES_V3)
-    _checks_pass(spark, spec, root)
+    assert _tables(spec, root) == _expected(spec, EDGES_V3)  # (checks after a run: elsewhere)
 
 
 def test_rebuild_of_an_unchanged_warehouse_commits_nothing(tmp_path, spark, monkeypatch):
@@ -184,7 +183,6 @@ def test_a_killed_rebuild_converges(tmp_path, spark, then):
     else:
         _materialize_all(spec, root)
     assert _tables(spec, root) == _expected(spec, EDGES_V2)
-    _checks_pass(spark, spec, root)
     write_edb(root, spec, edb_tables(EDGES_V3))
     _materialize_all(spec, root)
     assert _tables(spec, root) == _expected(spec, EDGES_V3)
