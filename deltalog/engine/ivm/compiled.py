@@ -401,18 +401,7 @@ def _record_probes(
     hi = that value, payload (the values before level ``j``, the value at ``j``); a
     negation with no bound variable is probed once, before the join, and its change
     re-evaluates the whole rule (payload None; "whole" when it has no constant either)."""
-    schema = prog.schemas[neg.pred]
-    spec: list[tuple[int, int, str]] = []
-    for i in perm:
-        arg = neg.args[i]
-        typ = schema.columns[i].type
-        if isinstance(arg, Const):
-            value = float(arg.value) if typ == "float" else arg.value  # type: ignore[arg-type]
-            spec.append((1, rule.codes.code(value, typ), typ))
-        elif arg.name in pos:
-            if types[pos[arg.name]] != typ:
-                raise NotColumnar(f"a {types[pos[arg.name]]} value probed in a {typ} column")
-            spec.append((0, pos[arg.name], typ))
+    spec = _probe_spec(prog, rule, neg, perm, pos)
     key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1) if spec else ("whole", neg.pred)
     if key in parts or key in plain:
         raise NotColumnar(f"two negations of {neg.pred} probed alike")
@@ -431,6 +420,25 @@ def _record_probes(
     return len(ctx)
 
 
+def _probe_spec(prog: AnalyzedProgram, rule: CompiledRule, neg: Atom, perm: tuple[int, ...],
+                pos: dict[str, int]) -> list[tuple[int, int, str]]:
+    """The columns of a probe of ``!neg`` in column order ``perm`` (its constants and the
+    variables bound at the levels ``pos`` gives): (1, a constant's code, its type) or (0,
+    the level of a variable, its type); ``NotColumnar`` for a variable probed in a column
+    of another type."""
+    schema = prog.schemas[neg.pred]
+    spec: list[tuple[int, int, str]] = []
+    for i in perm:
+        arg = neg.args[i]
+        typ = schema.columns[i].type
+        if isinstance(arg, Const):
+            value = float(arg.value) if typ == "float" else arg.value  # type: ignore[arg-type]
+            spec.append((1, rule.codes.code(value, typ), typ))
+        elif arg.name in pos:
+            if rule.types[arg.name] != typ:
+                raise NotColumnar(f"a {rule.types[arg.name]} value probed in a {typ} column")
+            spec.append((0, pos[arg.name], typ))
+    return spec
 
 
 class _Perms:
@@ -609,7 +617,7 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
     deep) and the probe's columns ((0, the level of a variable, its type) or (1, a
     constant's code, its type)). ``NotColumnar`` for one the compiled commit does not
     make: with no variable bound (probed once, before the join), or a variable probed in
-    a column of another type."""
+    a column of another type (``_probe_spec``)."""
     pos = {v: i for i, v in enumerate(plan.order)}
     out: list[tuple[IndexKey, str, tuple[int, ...], int, tuple[Any, ...]]] = []
     absorbed = set(plan.complements.values())  # (a complement atom reads T \ S instead)
@@ -620,18 +628,7 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
         if not bound:
             raise NotColumnar("a negation with no variable bound")
         perm = negation_perm(neg, bound)
-        schema = prog.schemas[neg.pred]
-        spec: list[tuple[int, int, str]] = []
-        for i in perm:
-            arg = neg.args[i]
-            typ = schema.columns[i].type
-            if isinstance(arg, Const):
-                value = float(arg.value) if typ == "float" else arg.value  # type: ignore[arg-type]
-                spec.append((1, rule.codes.code(value, typ), typ))
-            elif arg.name in pos:
-                if rule.types[arg.name] != typ:
-                    raise NotColumnar(f"a {rule.types[arg.name]} value probed in a {typ} column")
-                spec.append((0, pos[arg.name], typ))
+        spec = _probe_spec(prog, rule, neg, perm, pos)
         key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1)
         if any(k == key for k, _, _, _, _ in out):
             raise NotColumnar(f"two negations of {neg.pred} probed alike")
