@@ -65,8 +65,8 @@ def code_rows(rows: Sequence[Row], types: Sequence[str]) -> I64 | None:
     return None if out is None else sorted_distinct(out)
 
 
-def _minus(a: I64, b: I64) -> I64:
-    """The rows of ``a`` not in ``b`` (both sorted, distinct)."""
+def minus_rows(a: I64, b: I64) -> I64:
+    """The rows of ``a`` not in ``b`` (``b`` sorted; T \\ S of two code tables)."""
     if not len(a) or not len(b):
         return a
     return np.ascontiguousarray(a[~kernels.has_prefix(b, a)])
@@ -113,7 +113,7 @@ class CodedIndex:
     def rows(self, old: bool = False) -> I64:
         """A version's rows as one sorted array (a copy: for tests and rebuilds)."""
         base, minus, plus = self.version(old)
-        return _union(_minus(base, minus), plus)
+        return _union(minus_rows(base, minus), plus)
 
     def commit(self, inserted: Sequence[Row], erased: Sequence[Row]) -> bool:
         """Apply a commit's effective change (rows in this index's column order: inserted
@@ -124,10 +124,10 @@ class CodedIndex:
         if ins is None or era is None:
             return False
         base, minus, plus = self.base, self.minus, self.plus
-        new_minus = _minus(_union(minus, _both(era, base)), ins)
-        new_plus = _union(_minus(plus, era), _minus(ins, base))
+        new_minus = minus_rows(_union(minus, _both(era, base)), ins)
+        new_plus = _union(minus_rows(plus, era), minus_rows(ins, base))
         if len(new_minus) + len(new_plus) > max(FOLD_MIN, len(base) >> FOLD_SHARE):
-            self.base = _union(_minus(base, new_minus), new_plus)
+            self.base = _union(minus_rows(base, new_minus), new_plus)
             self.minus = self.plus = self.base[:0]
             self.old_minus, self.old_plus = ins, era  # the commit undone
         else:
@@ -160,7 +160,7 @@ class CodedIndex:
 def difference_index(t: CodedIndex, s: CodedIndex) -> CodedIndex:
     """The rows of ``t``'s current version that ``s``'s lacks (both in one column order):
     T \\ S as an index of its own, settled."""
-    return CodedIndex(t.types, _minus(t.rows(), s.rows()))
+    return CodedIndex(t.types, minus_rows(t.rows(), s.rows()))
 
 
 def coded_index(types: Sequence[str], rows: Iterable[Row], inserted: Sequence[Row],

@@ -40,7 +40,12 @@ from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values
 from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
-from deltalog.engine.columnar.versions import CODED_TYPES, CodedIndex, code_columns
+from deltalog.engine.columnar.versions import (
+    CODED_TYPES,
+    CodedIndex,
+    code_columns,
+    minus_rows,
+)
 from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Record
 from deltalog.engine.ivm.kernels import absent_depths, build_oracle, lftj_versions
 from deltalog.engine.ivm.lftj import IndexKey
@@ -296,8 +301,7 @@ def complement_rows(t: Relation, s: Relation) -> Relation:
     rows = t.rows
     if not len(rows) or not len(s):
         return t
-    held = kernels.has_prefix(s.index(tuple(range(s.arity))), np.ascontiguousarray(rows))
-    return Relation.of(rows[~held])
+    return Relation.of(minus_rows(np.ascontiguousarray(rows), s.index(tuple(range(s.arity)))))
 
 
 def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan: RulePlan,
@@ -522,7 +526,6 @@ class CommitJoin:
         self.plan = plan
         self.rule = rule
         self.types = [rule.types[v] for v in plan.order]
-        self.book = CodeBook([])
 
     def relations(self) -> list[tuple[str, tuple[int, ...]]]:
         """(relation, column order) of every index the join reads as codes (its atoms',
