@@ -12,6 +12,7 @@ nearby keys costs what their distance costs, not a binary search each.
 
 import numpy as np
 from numba import njit
+from numba.typed import List
 
 # Level kinds of a join plan.
 JOIN = 0  # the level's value is the intersection of its atoms' columns
@@ -31,19 +32,22 @@ TOP = INT64_MAX
 C_OPENS, C_SEEKS, C_NEXTS, C_EMITS = 0, 1, 2, 3
 
 # The joins take a rule's atoms' arrays as one tuple, which numba compiles once per
-# length: padded with empty arrays to ``ATOM_SLOTS`` (or, for a larger body, the next
-# power of two), one compilation (about a minute each for the recording joins) serves
-# every rule of up to 16 atoms. The padding is never read: no slot names it.
+# length: padded with empty arrays to ``ATOM_SLOTS``, one compilation serves every rule
+# of up to 16 atoms (the padding is never read: no slot names it). A larger body passes
+# a typed list instead (one more compilation for every size: a tuple of 256 arrays took
+# about 35 s more to compile than the list; an item of the list costs a little more to
+# read than one of a tuple).
 ATOM_SLOTS = 16
 _NO_ROWS = np.zeros((0, 1), np.int64)
 
 
-def atom_tuple(arrays: "list[np.ndarray] | tuple[np.ndarray, ...]") -> tuple[np.ndarray, ...]:
-    """``arrays`` (C-contiguous int64, two dimensions) as the joins take them, padded."""
-    size = ATOM_SLOTS
-    while size < len(arrays):
-        size *= 2
-    return (*arrays, *(_NO_ROWS,) * (size - len(arrays)))
+def atom_tuple(arrays: "list[np.ndarray] | tuple[np.ndarray, ...]"
+               ) -> "tuple[np.ndarray, ...] | List[np.ndarray]":
+    """``arrays`` (C-contiguous int64, two dimensions) as the joins take them: padded, or
+    a typed list past ``ATOM_SLOTS``."""
+    if len(arrays) > ATOM_SLOTS:
+        return List(arrays)
+    return (*arrays, *(_NO_ROWS,) * (ATOM_SLOTS - len(arrays)))
 
 
 @njit(cache=True, nogil=True, inline="always")
