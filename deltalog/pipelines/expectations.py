@@ -23,6 +23,7 @@ expectation, how many rows failed and an offending row.
 """
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,12 +120,30 @@ def validate_table(uri: str, pred: str, suite: Suite, docs: Path) -> TableReport
 
 
 def _gx() -> Any:
-    import great_expectations as gx  # lazy: seconds to import, only for suites
+    """Great Expectations, imported (lazily: seconds to import, only for suites).
 
+    GX imports ``pyspark.sql.connect``, whose import ends the process with status 0 when
+    the main module has neither a spec nor a file and the interpreter is not interactive
+    (it takes that for its own doctest run, and its optional dependencies are missing):
+    ``python -c``, a notebook's kernel, a test worker. For that import only, such a
+    process is marked interactive (``sys.ps1``), which is what pyspark checks."""
+    if "great_expectations" in sys.modules:
+        return sys.modules["great_expectations"]
+    main = sys.modules.get("__main__")
+    mark = (main is not None and getattr(main, "__spec__", None) is None
+            and not hasattr(main, "__file__") and not hasattr(sys, "ps1"))
+    if mark:
+        sys.ps1 = ">>> "
+    try:
+        import great_expectations as gx
+    finally:
+        if mark:
+            del sys.ps1
     return gx
 
 
 def _row_wise(kind: str) -> bool:
+    _gx()
     from great_expectations.expectations.expectation import (
         ColumnMapExpectation,
         ColumnPairMapExpectation,

@@ -6,6 +6,8 @@ validation, and a suite file that does not fit is DL401 when the pipeline loads.
 oracle: the same suite validated by GX on the whole table."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -170,3 +172,22 @@ def test_the_whole_table_validation_writes_data_docs(pipeline, tmp_path):
     assert "index.html" in pages and "validations" in pages
     page = "".join(p.read_text() for p in docs.rglob("*.html") if "validations" in p.parts)
     assert "src" in page and "500" in page
+
+
+def test_a_suite_is_validated_in_a_process_whose_main_module_has_no_file(tmp_path):
+    # (python -c, a notebook's kernel, a test worker: pyspark's connect package, which GX
+    # imports, exits such a process with status 0 unless it looks interactive)
+    folder = _folder(tmp_path)
+    child = (
+        "import sys, pyarrow as pa\n"
+        "from deltalog.pipelines import expectations\n"
+        "from deltalog.pipelines.spec import load_pipeline\n"
+        f"spec = load_pipeline({str(folder)!r})\n"
+        "table = pa.table({'src': pa.array([1, 200], pa.int64()),"
+        " 'dst': pa.array([2, 3], pa.int64())})\n"
+        "problems = expectations.validate(spec.expectations['edge'], 'edge', table,"
+        " change_only=True)\n"
+        "print(len(problems), hasattr(sys, 'ps1'))\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["2", "False"], out.stderr[-2000:]
