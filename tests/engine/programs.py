@@ -5,15 +5,19 @@ from hypothesis import strategies as st
 
 EDB_DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
 EDB_ARITY = {"e": 2, "f": 2, "u": 1}
+# With ``flags``: an input of no columns, a switch a rule reads as ``on()`` or ``!on()``
+# (the engine's suites only: a table needs a column).
+FLAG_DECL = ".decl on()\n"
+FLAGS = {**EDB_ARITY, "on": 0}
 VARS = ("x", "y", "z", "w")
 DOMAIN = st.integers(min_value=0, max_value=4)
 
 
 @st.composite
-def edb_data(draw):
+def edb_data(draw, flags: bool = False):
     return {
         name: draw(st.sets(st.tuples(*([DOMAIN] * arity)), max_size=12))
-        for name, arity in EDB_ARITY.items()
+        for name, arity in (FLAGS if flags else EDB_ARITY).items()
     }
 
 
@@ -50,8 +54,9 @@ def positive_body(draw, arity: dict[str, int], const) -> tuple[list[str], list[s
 
 @st.composite
 def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
-              negative: dict[str, int], allow_agg: bool):
-    """One safe rule for ``head`` over the predicates it may use."""
+              negative: dict[str, int], allow_agg: bool, flags: bool = False):
+    """One safe rule for ``head`` over the predicates it may use (with ``flags``, some
+    read the switch ``on()`` or ``!on()``)."""
     n_atoms = draw(st.integers(1, 3))
     body: list[str] = []
     bound: list[str] = []
@@ -82,6 +87,8 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
         pred = draw(st.sampled_from(sorted(negative)))
         args = [draw(st.sampled_from([*bound_set, "_"])) for _ in range(negative[pred])]
         body.append(f"!{pred}({', '.join(args)})")
+    if flags and draw(st.integers(0, 2)) == 0:
+        body.insert(draw(st.integers(0, len(body))), draw(st.sampled_from(["on()", "!on()"])))
     if allow_agg and draw(st.integers(0, 4)) == 0:
         key = draw(st.sampled_from(bound_set))
         func = draw(st.sampled_from(["count", "sum", "min", "max"]))
@@ -147,10 +154,12 @@ def complement_rules(draw, first: int, available: dict[str, int]):
 
 @st.composite
 def programs(draw, recursion: bool = True, aggregates: bool = True,
-             complements: bool = False):
+             complements: bool = False, flags: bool = False):
     """2-3 IDB predicates p0, p1, ...; p_i may use EDB and p_j (j < i) positively and
     negatively, and itself positively when ``recursion`` (so the program is stratified).
-    With ``complements``, often followed by the shape of ``complement_rules``."""
+    With ``complements``, often followed by the shape of ``complement_rules``; with
+    ``flags``, rules read the switch ``on()`` (``edb_data`` and ``edb_changes`` with
+    ``flags`` give it rows)."""
     n_idb = draw(st.integers(1, 3))
     arities = {f"p{i}": draw(st.integers(1, 2)) for i in range(n_idb)}
     rules: list[str] = []
@@ -163,7 +172,7 @@ def programs(draw, recursion: bool = True, aggregates: bool = True,
         n_rules = draw(st.integers(1, 2))
         use_agg = aggregates and arities[head] == 2 and draw(st.integers(0, 3)) == 0
         if use_agg:
-            rules.append(draw(rule_text(head, 2, positive, negative, True).filter(
+            rules.append(draw(rule_text(head, 2, positive, negative, True, flags).filter(
                 lambda r: "agg<<" in r)))
             agg_preds.add(head)
             continue
@@ -171,11 +180,11 @@ def programs(draw, recursion: bool = True, aggregates: bool = True,
             pos = dict(positive)
             if recursion and k > 0:
                 pos[head] = arities[head]
-            rules.append(draw(rule_text(head, arities[head], pos, negative, False)))
+            rules.append(draw(rule_text(head, arities[head], pos, negative, False, flags)))
     if complements and draw(st.integers(0, 2)) > 0:
         usable = {**EDB_ARITY, **{p: a for p, a in arities.items() if p not in agg_preds}}
         rules.extend(draw(complement_rules(n_idb, usable)))
-    return EDB_DECLS + "\n".join(rules) + "\n"
+    return EDB_DECLS + (FLAG_DECL if flags else "") + "\n".join(rules) + "\n"
 
 
 def apply_and_check_deltas(engine, prog, deltas) -> None:
@@ -190,17 +199,17 @@ def apply_and_check_deltas(engine, prog, deltas) -> None:
         assert {r for r, w in out.get(p, {}).items() if w < 0} == before[p] - after, p
 
 
-def edb_changes(max_size: int = 6):
+def edb_changes(max_size: int = 6, flags: bool = False):
     """One commit's changes: 1..``max_size`` (EDB row, +1 or -1) pairs over the tiny domain
     (a row may repeat; ``as_deltas`` keeps its last weight)."""
     row = st.one_of(*[st.tuples(st.just(n), st.tuples(*([DOMAIN] * a)))
-                      for n, a in EDB_ARITY.items()])
+                      for n, a in (FLAGS if flags else EDB_ARITY).items()])
     return st.lists(st.tuples(row, st.sampled_from([1, -1])), min_size=1, max_size=max_size)
 
 
-def edb_batches(max_batches: int = 5, max_size: int = 6):
+def edb_batches(max_batches: int = 5, max_size: int = 6, flags: bool = False):
     """1..``max_batches`` commits of ``edb_changes``."""
-    return st.lists(edb_changes(max_size), min_size=1, max_size=max_batches)
+    return st.lists(edb_changes(max_size, flags), min_size=1, max_size=max_batches)
 
 
 def as_deltas(changes) -> dict[str, dict]:

@@ -1,9 +1,9 @@
 """differential_*: the runtime's strategies on the same random programs (non-recursive, and
-linear, non-linear and mutual recursion with negation and aggregates above it) and the same
-random batches give identical relations and deltas after every commit: recompute, dbsp
-everywhere, auto (sensitivity-index strata below, DBSP strata for recursion, in one
-program) and, without recursion, sensitivity everywhere; an engine saved and loaded between
-commits continues the same."""
+linear, non-linear and mutual recursion with negation and aggregates above it; some reading
+a switch, an input of no columns) and the same random batches give identical relations and
+deltas after every commit: recompute, dbsp everywhere, auto (sensitivity-index strata
+below, DBSP strata for recursion, in one program) and, without recursion, sensitivity
+everywhere; an engine saved and loaded between commits continues the same."""
 
 from hypothesis import given, note
 from hypothesis import strategies as st
@@ -14,7 +14,8 @@ from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import as_deltas, edb_batches, edb_data
 
 
-@given(text=recursive_programs(), data=edb_data(), steps=edb_batches())
+@given(text=recursive_programs(flags=True), data=edb_data(flags=True),
+       steps=edb_batches(flags=True))
 def test_differential_every_strategy_agrees(text, data, steps):
     note(text)
     prog = load_program(text)
@@ -30,7 +31,8 @@ def test_differential_every_strategy_agrees(text, data, steps):
                 assert engines[name].relation(p) == engines["recompute"].relation(p), (name, p)
 
 
-@given(text=recursive_programs(), data=edb_data(), steps=edb_batches(), cut=st.integers(0, 4))
+@given(text=recursive_programs(flags=True), data=edb_data(flags=True),
+       steps=edb_batches(flags=True), cut=st.integers(0, 4))
 def test_differential_saved_and_loaded_state_continues_the_same(text, data, steps, cut):
     """An engine saved after ``cut`` commits and loaded again (a new run of the pipeline)
     gives the same deltas from then on as one that never stopped."""

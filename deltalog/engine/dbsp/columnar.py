@@ -151,8 +151,6 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
             preds = [rule.head.pred]
         for pred in preds:
             schema = prog.schemas[pred]
-            if not schema.arity:
-                return f"'{pred}' has no columns"
             if any(c.type not in TYPES for c in schema.columns):
                 return f"'{pred}' has a column that is not an int, float or string"
         if rule.aggregate is not None:
@@ -1790,7 +1788,7 @@ class ColumnarStratum:
         return zs
 
     # -- initialize -----------------------------------------------------------------------
-    def initialize(self, store: RelationStore) -> dict[str, CodedRows]:
+    def initialize(self, store: RelationStore) -> dict[str, CodedRows | set[Row]]:
         self._counters = {"delta_queries": 0, "rows_gathered": 0}
         aggregated = {}
         if self.aggregates is not None:
@@ -1917,8 +1915,10 @@ class ColumnarStratum:
         for pred, rel in self.rels.items():
             if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)
                 check_functional(self.prog.schemas[pred], sorted(self._decode(pred, rel.keys)))
-        # the store takes the facts coded (a copy: the stratum's arrays change in place)
-        return {p: CodedRows(rel.keys.copy(), self._coding(p)) for p, rel in self.rels.items()}
+        # the store takes the facts coded (a copy: the stratum's arrays change in place),
+        # those of a predicate of no columns as rows (columns would not say how many)
+        return {p: CodedRows(rel.keys.copy(), self._coding(p)) if rel.arity else
+                set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
 
     def _build_rels(self, members: Mapping[str, I64], mids: Mapping[str, I64],
                     depths: Mapping[str, I32], swapped: Mapping[str, list[I64]]) -> None:

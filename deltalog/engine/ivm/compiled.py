@@ -213,6 +213,8 @@ def record_body(
     def sorted_rows(pred: str, perm: tuple[int, ...]) -> list[Row]:
         table = relations[pred].index(perm)
         cols = prog.schemas[pred].columns
+        if not perm:  # (a relation of no columns: its rows () or none)
+            return [()] * len(table)
         return list(zip(*(codes.python(table[:, j], cols[c].type)
                           for j, c in enumerate(perm)), strict=True)) if len(table) else []
 

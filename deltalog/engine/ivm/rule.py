@@ -482,6 +482,9 @@ class RuleMaintainer:
             if k is None:
                 if a.pred not in changed:
                     continue
+                if not a.vars:  # () came or went: the whole body is in or out
+                    oracle.add_subtree(())
+                    continue
                 atom_ops = ops(a.pred, perm)
             else:
                 if a.pred not in changed and self.prep.negations[k].pred not in changed:

@@ -1,5 +1,6 @@
 """oracle_*: after every commit of random insert/delete batches, the relations maintained
-with sensitivity indices equal a recompute from scratch; differential_*: batch equals
+with sensitivity indices equal a recompute from scratch (programs with switches, inputs
+of no columns, among them); differential_*: batch equals
 one-at-a-time, insert-then-delete is the identity."""
 
 
@@ -31,13 +32,14 @@ class SensitivityOracle(RuleBasedStateMachine):
     """Random non-recursive programs (joins, projection, constants, comparisons,
     arithmetic, negation, aggregates) under random batches, checked after every commit."""
 
-    @initialize(text=programs(recursion=False, complements=True), data=edb_data())
+    @initialize(text=programs(recursion=False, complements=True, flags=True),
+                data=edb_data(flags=True))
     def load(self, text, data):
         note(text)
         self.prog = load_program(text)
         self.engine = IncrementalEngine(self.prog, data, "sensitivity")
 
-    @rule(batch=edb_changes())
+    @rule(batch=edb_changes(flags=True))
     def commit(self, batch):
         deltas = as_deltas(batch)
         note(f"apply {deltas}")
@@ -55,7 +57,8 @@ class SensitivityOracle(RuleBasedStateMachine):
 TestSensitivityOracle = SensitivityOracle.TestCase
 
 
-@given(text=programs(recursion=False, complements=True), data=edb_data(), batch=edb_changes())
+@given(text=programs(recursion=False, complements=True, flags=True), data=edb_data(flags=True),
+       batch=edb_changes(flags=True))
 def test_differential_batch_equals_singletons(text, data, batch):
     prog = load_program(text)
     a = IncrementalEngine(prog, data, "sensitivity")
@@ -69,7 +72,8 @@ def test_differential_batch_equals_singletons(text, data, batch):
         assert a.relation(p) == b.relation(p)
 
 
-@given(text=programs(recursion=False, complements=True), data=edb_data(), batch=edb_changes())
+@given(text=programs(recursion=False, complements=True, flags=True), data=edb_data(flags=True),
+       batch=edb_changes(flags=True))
 def test_differential_insert_then_delete_is_identity(text, data, batch):
     prog = load_program(text)
     engine = IncrementalEngine(prog, data, "sensitivity")
