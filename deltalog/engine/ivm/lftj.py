@@ -102,9 +102,9 @@ class JoinRun:
         for pre in plan.pre_checks:
             if not pre(self.env):
                 return
-        for a in plan.prep.atoms:  # an atom of no columns holds when its relation has ()
-            if not a.vars and not len(self.sources[a.index]):  # (its changes re-evaluate
-                return  # the whole rule: ``RuleMaintainer``, nothing recorded for it)
+        for atom in plan.prep.atoms:  # an atom of no columns holds when its relation has
+            if not atom.vars and not len(self.sources[atom.index]):  # () (a change to it
+                return  # re-evaluates the whole rule: ``RuleMaintainer``; nothing recorded)
         iters = [CeilTrieIterator(rows, self.stats) for rows in self.sources]
         rec = self.recorder
         n = len(plan.levels)
