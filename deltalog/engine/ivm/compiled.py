@@ -10,8 +10,8 @@ on the compiled join too where ``CommitJoin`` allows (else on the tuple join,
 ``deltalog.engine.ivm.lftj``, which records into the indices' dynamic parts).
 
 What the compiled join does not do the way the tuple join does is refused with
-``NotColumnar`` (the reason as its message), and the tuple join records instead: an
-atom with no variables, two negations of one relation probed alike,
+``NotColumnar`` (the reason as its message), and the tuple join records instead: two
+negations of one relation probed alike,
 a value with no 64-bit code or at the ends of the code range (they stand for −inf and
 +inf). A variable computed by arithmetic is computed on the join's output, and in the
 contexts of the intervals recorded after its place in the order; comparisons the join
@@ -202,8 +202,6 @@ def record_body(
     would. ``coding``: the relations coded for every rule of the load (default: for this
     rule alone)."""
     prep = plan.prep
-    if any(not a.vars for a in prep.atoms):
-        raise NotColumnar("an atom with no variables")
     if coding is None:
         coding = LoadCoding(prog, store, [prep])
     codes = coding.codes
@@ -234,6 +232,10 @@ def record_body(
         a, b = eval_expr(left, {}), eval_expr(right, {})
         if a is None or b is None or not compare(op, a, b):
             return Recording({}, {}, {}, 0, sorted_rows, coded)
+    # An atom of no columns (a switch) holds when its relation has the row (); a change
+    # to it re-evaluates the whole rule, so it records nothing (``RuleMaintainer``).
+    if any(not a.vars and not len(relations[a.pred].index(())) for a in prep.atoms):
+        return Recording({}, {}, {}, 0, sorted_rows, coded)
     pos = {v: i for i, v in enumerate(plan.order)}
     # Negations are checked on the join's output, so it runs to the last level any
     # negation reads: the tuple join probes one where its last bound variable is bound.
@@ -472,8 +474,8 @@ class CommitJoin:
 
     def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram):
         prep = plan.prep
-        if any(not a.vars for a in prep.atoms):
-            raise NotColumnar("an atom with no variables")
+        # atoms of no columns (switches): the body holds in a version where each has ()
+        self.switches = sorted({a.pred for a in prep.atoms if not a.vars})
         if len(prep.atoms) > kernels.ATOM_SLOTS:
             # (the commit kernel would be compiled again for the longer tuple: minutes)
             raise NotColumnar(f"a body of more than {kernels.ATOM_SLOTS} atoms")
@@ -534,7 +536,8 @@ class CommitJoin:
         then its negations')."""
         return [(pred, perm) for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True)
                 if k not in self.complements] + [
-                    (pred, perm) for _, pred, perm, _, _ in self.negs]
+                    (pred, perm) for _, pred, perm, _, _ in self.negs] + [
+                    (pred, ()) for pred in self.switches]
 
     def column_types(self, pred: str, perm: tuple[int, ...]) -> list[str]:
         """The types of the columns of one of those indexes, in its order."""
@@ -549,6 +552,13 @@ class CommitJoin:
         how many; ``complements[a]``: complement atom a's T \\ S, coded."""
         if self.never:
             return {}, {}, 0
+        for pred in self.switches:
+            coded = store[pred].coded(())
+            if coded is None:
+                raise NotColumnar(f"{pred} keeps no coded index")
+            base, minus, plus = coded.version(old)
+            if len(base) - len(minus) + len(plus) == 0:  # (minus ⊆ base, plus apart)
+                return {}, {}, 0
         versions = []
         for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True):
             coded = (complements or {}).get(k) if k in self.complements else (

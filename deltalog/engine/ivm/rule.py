@@ -47,6 +47,7 @@ from deltalog.engine.join.plan import (
     prepare,
 )
 from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.sentinels import BOTTOM, TOP
 from deltalog.engine.storage import RelationStore, SortedRows, VersionedRelation, permute
 from deltalog.engine.syntax.ast import Rule
 from deltalog.engine.values import Row
@@ -324,6 +325,9 @@ class RuleMaintainer:
                 atom_ops = complemented[a.index][1]
                 counters.surgeries += len(atom_ops)
             elif a.pred not in changed:
+                continue
+            elif not a.vars:  # () came or went: the whole body is in or out
+                regions.values((), BOTTOM, TOP)
                 continue
             else:
                 atom_ops = ops(a.pred, perm)

@@ -388,8 +388,8 @@ def complement_pairs(
     drop the negation. Each atom and each negation pairs at most once."""
     pairs: dict[int, int] = {}
     for k, neg in enumerate(prep.negations):
-        if not all(isinstance(a, Var) for a in neg.args):
-            continue
+        if not neg.args or not all(isinstance(a, Var) for a in neg.args):
+            continue  # (of no columns, ``t(), !s()``: nothing to iterate)
         names = tuple(a.name for a in neg.args)  # type: ignore[union-attr]
         if len(set(names)) != len(names) or any(n.startswith("_") for n in names):
             continue

@@ -69,8 +69,8 @@ def _codes(values: list[Any], typ: str) -> list[int]:
 
 def _coded_set(rows: set[tuple[Any, ...]], types: tuple[str, ...]) -> list[tuple[int, ...]]:
     """The codes of ``rows`` (computed column by column here), sorted."""
-    if not rows:
-        return []
+    if not rows or not types:  # (no columns: the row (), or none)
+        return [()] * len(rows)
     cols = list(zip(*rows, strict=True))
     coded = [_codes(list(c), t) for c, t in zip(cols, types, strict=True)]
     return sorted(zip(*coded, strict=True))
@@ -79,6 +79,8 @@ def _coded_set(rows: set[tuple[Any, ...]], types: tuple[str, ...]) -> list[tuple
 def _decoded(arr: np.ndarray, types: tuple[str, ...]) -> set[tuple[Any, ...]]:
     cols = [float_values(np.ascontiguousarray(arr[:, j])).tolist() if t == "float"
             else arr[:, j].tolist() for j, t in enumerate(types)]
+    if not types:
+        return {()} if len(arr) else set()
     return set(zip(*cols, strict=True)) if len(arr) else set()
 
 
@@ -460,7 +462,8 @@ def test_build_oracle_cases():
 
 @st.composite
 def compiled_programs(draw: Any) -> str:
-    """1-3 IDB predicates over e, f, u of one column type (int or float), positive atoms
+    """1-3 IDB predicates over e, f, u of one column type (int or float) and the switch
+    on() (no columns, read as on() or !on()), positive atoms
     with constants, repeated variables and wildcards, comparisons of two variables or of
     a variable and a constant, negations, a variable computed by arithmetic, complement
     atoms, now and then an aggregate; each predicate may read the earlier ones; in int
@@ -469,8 +472,8 @@ def compiled_programs(draw: Any) -> str:
     the join). Rules the compiled join commits."""
     typ = draw(st.sampled_from(["int", "float"]))
     decls = (f".decl e(a: {typ}, b: {typ})\n.decl f(a: {typ}, b: {typ})\n"
-             f".decl u(a: {typ})\n.decl h(a: int, b: float)\n")
-    arity = {"e": 2, "f": 2, "u": 1}
+             f".decl u(a: {typ})\n.decl h(a: int, b: float)\n.decl on()\n")
+    arity = {"e": 2, "f": 2, "u": 1, "on": 0}  # (on(): a switch, of no columns)
     rules = []
     # part ⊆ e whatever the data: a body's e(x, y), !part(x, y) reads E \ P through one
     # complement atom
@@ -685,6 +688,23 @@ def test_the_compiled_join_commits_triangles_squares_and_floats(text, changes):
     engine.apply(undo)
     assert engine.last_stats.work["compiled_commits"] >= 1
     assert engine.relation(m.rule.head.pred) == _recompute(prog, engine)[m.rule.head.pred]
+    _check_coded(engine)
+
+
+def test_a_switch_records_and_commits_on_the_compiled_join():
+    """``on()``, of no columns: the load records on the compiled join (nothing while the
+    switch is off), commits evaluate each version of the body where it holds, and its
+    flips re-evaluate the whole rule; each step equals a recompute."""
+    prog = load_program(DECLS + ".decl on()\n" + "hot(x, z) :- e(x, y), on(), e(y, z), x < z.\n")
+    engine = IncrementalEngine(prog, {"e": _graph(5, 8, 20), "on": set()}, "sensitivity")
+    (m,) = _maintainers(engine)
+    assert m.recorded_by == "compiled" and not engine.relation("hot")
+    for change in ({"on": {(): 1}}, {"e": {(1, 2): 1, (2, 3): 1}}, {"on": {(): -1}},
+                   {"e": {(1, 2): -1, (3, 4): 1}}, {"on": {(): 1}, "e": {(4, 5): 1}}):
+        engine.apply(change)
+        assert engine.last_stats.work["compiled_commits"] >= 1, change
+        assert engine.relation("hot") == _recompute(prog, engine)["hot"], change
+    assert type(m._commit) is CommitJoin and engine.relation("hot")
     _check_coded(engine)
 
 
