@@ -54,7 +54,7 @@ from deltalog.engine.join.plan import Env, RulePlan, negation_perm
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import compare, eval_expr
 from deltalog.engine.sentinels import BOTTOM, TOP
-from deltalog.engine.storage import CodedRows, RelationStore
+from deltalog.engine.storage import CodedRows, RelationStore, permute
 from deltalog.engine.syntax.ast import Atom, Const, Expr
 from deltalog.engine.values import Row
 
@@ -536,7 +536,7 @@ class CommitJoin:
         then its negations')."""
         return [(pred, perm) for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True)
                 if k not in self.complements] + [
-                    (pred, perm) for _, pred, perm, _, _ in self.negs] + [
+                    (pred, perm) for _, pred, perm, _, spec in self.negs if spec] + [
                     (pred, ()) for pred in self.switches]
 
     def column_types(self, pred: str, perm: tuple[int, ...]) -> list[str]:
@@ -558,6 +558,9 @@ class CommitJoin:
                 raise NotColumnar(f"{pred} keeps no coded index")
             base, minus, plus = coded.version(old)
             if len(base) - len(minus) + len(plus) == 0:  # (minus ⊆ base, plus apart)
+                return {}, {}, 0
+        for _, pred, perm, j, spec in self.negs:  # those with no variable bound: once
+            if j < 0 and _holds_prefix(store, pred, perm, spec, old):
                 return {}, {}, 0
         versions = []
         for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True):
@@ -592,6 +595,10 @@ class CommitJoin:
         for key, pred, perm, j, spec in self.negs:
             # the probes the tuple join makes for the bindings that reach the negation
             # (recorded as the load records them), then the bindings it rejects dropped
+            # (one with no variable bound was probed before the join: the load's record
+            # of it stays, and a change to its prefix re-evaluates the whole rule)
+            if j < 0:
+                continue
             if not cols.n:
                 break
             if record:
@@ -630,9 +637,10 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
     (``_record_probes``): per negation its index key, relation, column order, the level
     j of its last bound variable (it is checked on the join's output, which runs that
     deep) and the probe's columns ((0, the level of a variable, its type) or (1, a
-    constant's code, its type)). ``NotColumnar`` for one the compiled commit does not
-    make: with no variable bound (probed once, before the join), or a variable probed in
-    a column of another type (``_probe_spec``)."""
+    constant's code, its type); j is -1 for one with no variable bound, probed once
+    before the join (its index the load's: "whole" when it has no constant either).
+    ``NotColumnar`` for one the compiled commit does not make: a variable probed in a
+    column of another type (``_probe_spec``), two negations probed alike."""
     pos = {v: i for i, v in enumerate(plan.order)}
     out: list[tuple[IndexKey, str, tuple[int, ...], int, tuple[Any, ...]]] = []
     absorbed = set(plan.complements.values())  # (a complement atom reads T \ S instead)
@@ -640,15 +648,45 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
         if k in absorbed:
             continue
         bound = {v for v in neg.vars if v in pos}
-        if not bound:
-            raise NotColumnar("a negation with no variable bound")
         perm = negation_perm(neg, bound)
         spec = _probe_spec(prog, rule, neg, perm, pos)
-        key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1)
+        key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1) if spec else ("whole", neg.pred)
         if any(k == key for k, _, _, _, _ in out):
             raise NotColumnar(f"two negations of {neg.pred} probed alike")
-        out.append((key, neg.pred, perm, max(pos[v] for v in bound), tuple(spec)))
+        out.append((key, neg.pred, perm, max((pos[v] for v in bound), default=-1),
+                    tuple(spec)))
     return out
+
+
+def _holds_prefix(store: RelationStore, pred: str, perm: tuple[int, ...],
+                  spec: Sequence[tuple[int, int, str]], old: bool) -> bool:
+    """Whether a version of ``pred`` holds a row that starts (in column order ``perm``)
+    with the constants of ``spec``, codes all (any row when there are none)."""
+    rel = store[pred]
+    if not spec:
+        size = len(rel)
+        if old:  # (the last commit undone)
+            size -= sum(1 if w > 0 else -1 for w in rel.delta().values())
+        return size > 0
+    coded = rel.coded(perm)
+    if coded is None:
+        raise NotColumnar(f"{pred} keeps no coded index")
+    probe = np.array([[ref for _, ref, _ in spec]], np.int64)
+    return bool(absent_depths(*coded.version(old), probe)[0] >= len(spec))
+
+
+def changes_prefix(store: RelationStore, pred: str, perm: tuple[int, ...],
+                   spec: Sequence[tuple[int, int, str]], types: Sequence[str]) -> bool:
+    """Whether the last commit of ``pred`` changed a row that starts (in column order
+    ``perm``) with the constants of ``spec`` (any row when there are none)."""
+    rows = list(store[pred].delta())
+    if not spec or not rows:
+        return bool(rows)
+    coded = code_columns([permute(r, perm)[: len(spec)] for r in rows], types[: len(spec)])
+    if coded is None:  # (a value with no code: not the constants')
+        return False
+    want = np.array([ref for _, ref, _ in spec], np.int64)
+    return bool((coded == want).all(axis=1).any())
 
 
 def _values(codes: NDArray[np.int64], typ: str) -> list[Any]:

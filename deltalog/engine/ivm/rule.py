@@ -31,7 +31,14 @@ from deltalog.engine.columnar.versions import (
     difference_index,
 )
 from deltalog.engine.ivm.coded_intervals import CodedIntervals
-from deltalog.engine.ivm.compiled import CommitJoin, LoadCoding, Regions, Unit, record_body
+from deltalog.engine.ivm.compiled import (
+    CommitJoin,
+    LoadCoding,
+    Regions,
+    Unit,
+    changes_prefix,
+    record_body,
+)
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.kernels import absent_depths
 from deltalog.engine.ivm.lftj import Emit, IndexKey, JoinRun, Recorder
@@ -355,7 +362,13 @@ class RuleMaintainer:
                 for lo, hi, rule_prefix in plain:
                     counters.intervals_matched += 1
                     regions.values(rule_prefix, lo, hi)
-        for key, pred, perm, _, spec in commit.negs:
+        for key, pred, perm, j, spec in commit.negs:
+            if j < 0:  # probed once, before the join: a change to its prefix flips it
+                if pred in changed and changes_prefix(
+                        store, pred, perm, spec,
+                        commit.column_types(pred, perm) if spec else []):
+                    regions.values((), BOTTOM, TOP)
+                continue
             # a probe's interval is its prefix's point: the region is the binding's
             # values before the probe's level and its value there (the payload, split)
             tree = self.indices.get(key)
