@@ -54,9 +54,10 @@ def positive_body(draw, arity: dict[str, int], const) -> tuple[list[str], list[s
 
 @st.composite
 def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
-              negative: dict[str, int], allow_agg: bool, flags: bool = False):
+              negative: dict[str, int], allow_agg: bool, flags: bool = False,
+              arithmetic: bool = True):
     """One safe rule for ``head`` over the predicates it may use (with ``flags``, some
-    read the switch ``on()`` or ``!on()``)."""
+    read the switch ``on()`` or ``!on()``; without ``arithmetic``, none computes)."""
     n_atoms = draw(st.integers(1, 3))
     body: list[str] = []
     bound: list[str] = []
@@ -74,7 +75,7 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
         a, b = draw(st.sampled_from(bound_set)), draw(st.sampled_from(bound_set))
         op = draw(st.sampled_from(["<", "<=", "!=", "=", ">"]))
         body.append(f"{a} {op} {b}")
-    if draw(st.booleans()):
+    if arithmetic and draw(st.booleans()):
         a = draw(st.sampled_from(bound_set))
         t = draw(st.sampled_from(["t", "s"]))
         body.append(f"{t} = {a} + {draw(st.integers(-1, 2))}")
@@ -91,7 +92,8 @@ def rule_text(draw, head: str, head_arity: int, positive: dict[str, int],
         body.insert(draw(st.integers(0, len(body))), draw(st.sampled_from(["on()", "!on()"])))
     if allow_agg and draw(st.integers(0, 4)) == 0:
         key = draw(st.sampled_from(bound_set))
-        func = draw(st.sampled_from(["count", "sum", "min", "max"]))
+        func = draw(st.sampled_from(["count", "sum", "min", "max"] if arithmetic else
+                                    ["count", "min", "max"]))
         arg = "" if func == "count" else draw(st.sampled_from(bound_set))
         return f"{head}[{key}] = res <- agg<<res = {func}({arg})>> {', '.join(body)}."
     head_args = [draw(st.sampled_from(bound_set)) for _ in range(head_arity)]
@@ -154,12 +156,12 @@ def complement_rules(draw, first: int, available: dict[str, int]):
 
 @st.composite
 def programs(draw, recursion: bool = True, aggregates: bool = True,
-             complements: bool = False, flags: bool = False):
+             complements: bool = False, flags: bool = False, arithmetic: bool = True):
     """2-3 IDB predicates p0, p1, ...; p_i may use EDB and p_j (j < i) positively and
     negatively, and itself positively when ``recursion`` (so the program is stratified).
     With ``complements``, often followed by the shape of ``complement_rules``; with
     ``flags``, rules read the switch ``on()`` (``edb_data`` and ``edb_changes`` with
-    ``flags`` give it rows)."""
+    ``flags`` give it rows); without ``arithmetic``, no rule computes a value."""
     n_idb = draw(st.integers(1, 3))
     arities = {f"p{i}": draw(st.integers(1, 2)) for i in range(n_idb)}
     rules: list[str] = []
@@ -172,7 +174,8 @@ def programs(draw, recursion: bool = True, aggregates: bool = True,
         n_rules = draw(st.integers(1, 2))
         use_agg = aggregates and arities[head] == 2 and draw(st.integers(0, 3)) == 0
         if use_agg:
-            rules.append(draw(rule_text(head, 2, positive, negative, True, flags).filter(
+            rules.append(draw(rule_text(head, 2, positive, negative, True, flags,
+                                        arithmetic).filter(
                 lambda r: "agg<<" in r)))
             agg_preds.add(head)
             continue
@@ -180,7 +183,8 @@ def programs(draw, recursion: bool = True, aggregates: bool = True,
             pos = dict(positive)
             if recursion and k > 0:
                 pos[head] = arities[head]
-            rules.append(draw(rule_text(head, arities[head], pos, negative, False, flags)))
+            rules.append(draw(rule_text(head, arities[head], pos, negative, False, flags,
+                                        arithmetic)))
     if complements and draw(st.integers(0, 2)) > 0:
         usable = {**EDB_ARITY, **{p: a for p, a in arities.items() if p not in agg_preds}}
         rules.extend(draw(complement_rules(n_idb, usable)))

@@ -10,24 +10,26 @@ from tests.engine.programs import EDB_ARITY, EDB_DECLS, FLAG_DECL, programs, rul
 
 
 @st.composite
-def mutual_programs(draw, flags: bool = False):
+def mutual_programs(draw, flags: bool = False, arithmetic: bool = True):
     """``a`` and ``b`` defined in terms of each other (one SCC), then ``c`` over them with
-    negation or an aggregate (with ``flags``, rules read the switch ``on()``)."""
+    negation or an aggregate (with ``flags``, rules read the switch ``on()``; without
+    ``arithmetic``, none computes)."""
     arities = {"a": draw(st.integers(1, 2)), "b": draw(st.integers(1, 2))}
     rules: list[str] = []
     for head in ("a", "b"):
         rules.append(draw(rule_text(head, arities[head], dict(EDB_ARITY), dict(EDB_ARITY),
-                                    False, flags)))
+                                    False, flags, arithmetic)))
     both = {**EDB_ARITY, **arities}
     for head in ("a", "b"):
         other = "b" if head == "a" else "a"
-        body = draw(rule_text(head, arities[head], both, dict(EDB_ARITY), False, flags).filter(
-            lambda r, o=other: f"{o}(" in r.split(":-")[1]))
+        body = draw(rule_text(head, arities[head], both, dict(EDB_ARITY), False, flags,
+                              arithmetic).filter(lambda r, o=other: f"{o}(" in r.split(":-")[1]))
         rules.append(body)
     if draw(st.booleans()):
-        rules.append(draw(rule_text("a", arities["a"], both, dict(EDB_ARITY), False, flags)))
+        rules.append(draw(rule_text("a", arities["a"], both, dict(EDB_ARITY), False, flags,
+                                    arithmetic)))
     c_arity = draw(st.integers(1, 2))
-    rules.append(draw(rule_text("c", c_arity, both, both, c_arity == 2, flags)))
+    rules.append(draw(rule_text("c", c_arity, both, both, c_arity == 2, flags, arithmetic)))
     return EDB_DECLS + (FLAG_DECL if flags else "") + "\n".join(rules) + "\n"
 
 
@@ -40,9 +42,10 @@ def _bounded(text: str) -> str:
     return _ARITH.sub(r"\1 = \2 + \3, \1 >= 0, \1 <= 4", text)
 
 
-def recursive_programs(flags: bool = False):
-    return st.one_of(programs(recursion=True, aggregates=True, flags=flags),
-                     mutual_programs(flags)).map(_bounded)
+def recursive_programs(flags: bool = False, arithmetic: bool = True):
+    return st.one_of(programs(recursion=True, aggregates=True, flags=flags,
+                              arithmetic=arithmetic),
+                     mutual_programs(flags, arithmetic)).map(_bounded)
 
 
 def chains_beside(n: int) -> set[tuple[int, int]]:
