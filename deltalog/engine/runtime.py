@@ -109,8 +109,8 @@ class RecomputeEngine:
     def relation(self, name: str) -> frozenset[Row]:
         if name in self.idb:
             return self.idb[name]
-        if name in self.edb:
-            return frozenset(self.edb[name])
+        if name in self.edb:  # (the input's rows and the program's facts)
+            return frozenset(self.edb[name] | self.prog.facts.get(name, frozenset()))
         raise KeyError(name)
 
     def contains(self, name: str, row: Row) -> bool:
@@ -421,7 +421,11 @@ class IncrementalEngine:
                 raise NotSupportedError(
                     f"'{name}' is not an EDB predicate of the program", name, NOT_SUPPORTED
                 )
-            prepared[name] = {self._one(name, r): w for r, w in delta.items() if w}
+            # a row the program states as a fact stays whatever the input says (the
+            # relation is the input's rows and the program's facts, as in a recompute)
+            facts = self.prog.facts.get(name, frozenset())
+            rows = {self._one(name, r): w for r, w in delta.items() if w}
+            prepared[name] = {r: w for r, w in rows.items() if w > 0 or r not in facts}
             self._check_functional_edb(name, prepared[name])
         return prepared
 

@@ -4,7 +4,7 @@ a switch, an input of no columns) and the same random batches give identical rel
 deltas after every commit: recompute, dbsp everywhere, auto (sensitivity-index strata
 below, DBSP strata for recursion, in one program) and, without recursion, sensitivity
 everywhere; an engine saved and loaded between commits continues the same; and the same
-programs over string columns."""
+programs over string columns, and with facts stated in the program."""
 
 import re
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.runtime import IncrementalEngine, make_engine
 from tests.engine.dbsp.recursive_programs import recursive_programs
-from tests.engine.programs import as_deltas, edb_batches, edb_data, programs
+from tests.engine.programs import DOMAIN, as_deltas, edb_batches, edb_data, programs
 
 
 @given(text=recursive_programs(flags=True), data=edb_data(flags=True),
@@ -86,4 +86,39 @@ def test_differential_every_strategy_agrees_over_strings(text, data, steps):
         for name in names[1:]:
             assert outs[name] == outs["recompute"], (name, deltas)
             for p in prog.idb:
+                assert engines[name].relation(p) == engines["recompute"].relation(p), (name, p)
+
+
+@st.composite
+def _with_program_facts(draw):
+    """A random program (switches among its inputs) with facts stated in it: for its
+    derived predicates, for e and for the switch, which the input has too now and then
+    (a row both the input and the program state stays when the input deletes it)."""
+    text = draw(recursive_programs(flags=True) | programs(recursion=False, complements=True,
+                                                          flags=True))
+    facts = []
+    for pred, args in sorted(set(re.findall(r"^(\w+)\(([^)]*)\) :-", text, re.M))):
+        arity = len([a for a in args.split(",") if a.strip()])
+        for _ in range(draw(st.integers(0, 2))):
+            facts.append(f"{pred}({', '.join(str(draw(DOMAIN)) for _ in range(arity))}).")
+    for _ in range(draw(st.integers(0, 2))):
+        facts.append(f"e({draw(DOMAIN)}, {draw(DOMAIN)}).")
+    if draw(st.booleans()):
+        facts.append("on().")
+    return text + "\n".join(facts) + "\n"
+
+
+@given(text=_with_program_facts(), data=edb_data(flags=True), steps=edb_batches(flags=True))
+def test_differential_every_strategy_agrees_with_program_facts(text, data, steps):
+    note(text)
+    prog = load_program(text)
+    recursive = any(s.recursive for s in prog.strata)
+    names = ["recompute", "auto", "dbsp"] + ([] if recursive else ["sensitivity"])
+    engines = {name: make_engine(prog, data, name) for name in names}
+    for batch in steps:
+        deltas = as_deltas(batch)
+        outs = {name: e.apply(deltas) for name, e in engines.items()}
+        for name in names[1:]:
+            assert outs[name] == outs["recompute"], (name, deltas)
+            for p in (*prog.idb, "e", "on"):
                 assert engines[name].relation(p) == engines["recompute"].relation(p), (name, p)
