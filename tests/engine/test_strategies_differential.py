@@ -17,21 +17,27 @@ from tests.engine.dbsp.recursive_programs import recursive_programs
 from tests.engine.programs import DOMAIN, as_deltas, edb_batches, edb_data, programs
 
 
-@given(text=recursive_programs(flags=True), data=edb_data(flags=True),
-       steps=edb_batches(flags=True))
-def test_differential_every_strategy_agrees(text, data, steps):
+def _strategies_agree(text, data, batches, relations=()) -> None:
+    """Every strategy on ``text`` (recompute, auto, dbsp, and sensitivity without
+    recursion) loads ``data`` and applies each of ``batches``: the same deltas and the same
+    derived relations (and ``relations``) as the recompute after every commit."""
     note(text)
     prog = load_program(text)
     recursive = any(s.recursive for s in prog.strata)
     names = ["recompute", "auto", "dbsp"] + ([] if recursive else ["sensitivity"])
     engines = {name: make_engine(prog, data, name) for name in names}
-    for batch in steps:
-        deltas = as_deltas(batch)
+    for deltas in batches:
         outs = {name: e.apply(deltas) for name, e in engines.items()}
         for name in names[1:]:
             assert outs[name] == outs["recompute"], (name, deltas)
-            for p in prog.idb:
+            for p in (*prog.idb, *relations):
                 assert engines[name].relation(p) == engines["recompute"].relation(p), (name, p)
+
+
+@given(text=recursive_programs(flags=True), data=edb_data(flags=True),
+       steps=edb_batches(flags=True))
+def test_differential_every_strategy_agrees(text, data, steps):
+    _strategies_agree(text, data, [as_deltas(batch) for batch in steps])
 
 
 @given(text=recursive_programs(flags=True), data=edb_data(flags=True),
@@ -72,21 +78,10 @@ def _strings(rows):
        data=edb_data(flags=True), steps=edb_batches(flags=True))
 def test_differential_every_strategy_agrees_over_strings(text, data, steps):
     """The same over string columns (their codes are a dictionary's, not the values)."""
-    text = _as_strings(text)
-    note(text)
-    prog = load_program(text)
-    data = {name: _strings(rows) for name, rows in data.items()}
-    recursive = any(s.recursive for s in prog.strata)
-    names = ["recompute", "auto", "dbsp"] + ([] if recursive else ["sensitivity"])
-    engines = {name: make_engine(prog, data, name) for name in names}
-    for batch in steps:
-        deltas = {name: {next(iter(_strings([row]))): w for row, w in d.items()}
-                  for name, d in as_deltas(batch).items()}
-        outs = {name: e.apply(deltas) for name, e in engines.items()}
-        for name in names[1:]:
-            assert outs[name] == outs["recompute"], (name, deltas)
-            for p in prog.idb:
-                assert engines[name].relation(p) == engines["recompute"].relation(p), (name, p)
+    _strategies_agree(
+        _as_strings(text), {name: _strings(rows) for name, rows in data.items()},
+        [{name: {next(iter(_strings([row]))): w for row, w in d.items()}
+          for name, d in as_deltas(batch).items()} for batch in steps])
 
 
 @st.composite
@@ -110,15 +105,4 @@ def _with_program_facts(draw):
 
 @given(text=_with_program_facts(), data=edb_data(flags=True), steps=edb_batches(flags=True))
 def test_differential_every_strategy_agrees_with_program_facts(text, data, steps):
-    note(text)
-    prog = load_program(text)
-    recursive = any(s.recursive for s in prog.strata)
-    names = ["recompute", "auto", "dbsp"] + ([] if recursive else ["sensitivity"])
-    engines = {name: make_engine(prog, data, name) for name in names}
-    for batch in steps:
-        deltas = as_deltas(batch)
-        outs = {name: e.apply(deltas) for name, e in engines.items()}
-        for name in names[1:]:
-            assert outs[name] == outs["recompute"], (name, deltas)
-            for p in (*prog.idb, "e", "on"):
-                assert engines[name].relation(p) == engines["recompute"].relation(p), (name, p)
+    _strategies_agree(text, data, [as_deltas(batch) for batch in steps], ("e", "on"))
