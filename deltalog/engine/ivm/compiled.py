@@ -536,8 +536,7 @@ class CommitJoin:
         then its negations')."""
         return [(pred, perm) for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True)
                 if k not in self.complements] + [
-                    (pred, perm) for _, pred, perm, _, spec in self.negs if spec] + [
-                    (pred, ()) for pred in self.switches]
+                    (pred, perm) for _, pred, perm, _, spec in self.negs if spec]
 
     def column_types(self, pred: str, perm: tuple[int, ...]) -> list[str]:
         """The types of the columns of one of those indexes, in its order."""
@@ -552,12 +551,8 @@ class CommitJoin:
         how many; ``complements[a]``: complement atom a's T \\ S, coded."""
         if self.never:
             return {}, {}, 0
-        for pred in self.switches:
-            coded = store[pred].coded(())
-            if coded is None:
-                raise NotColumnar(f"{pred} keeps no coded index")
-            base, minus, plus = coded.version(old)
-            if len(base) - len(minus) + len(plus) == 0:  # (minus ⊆ base, plus apart)
+        for pred in self.switches:  # (a switch holds where a negation of it would not)
+            if not _holds_prefix(store, pred, (), (), old):
                 return {}, {}, 0
         for _, pred, perm, j, spec in self.negs:  # those with no variable bound: once
             if j < 0 and _holds_prefix(store, pred, perm, spec, old):
