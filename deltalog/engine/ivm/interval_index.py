@@ -16,7 +16,7 @@ all folded into the static part when a save finds them past ``COMPACT_SHARE`` of
 part made or merged keeps a repeated interval once (a commit re-records every operation
 inside its oracle, most of them intervals the index holds already), and so does a fold.
 A batch with a value that has no 64-bit code goes to the treap instead (its repeats stay
-until a save folds it).
+until the treap passes ``COMPACT_SHARE`` of the static part and is folded).
 
 The static part is cut into pages of ``PAGE`` intervals, and its scan tree into two
 levels: a segment tree over the pages' maxima of interval ends, and one over the ends of
@@ -72,7 +72,9 @@ that what maintenance records costs a save what it changed, not what it accumula
   on a write of the static part that was due. So the treap an open builds never passes
   ``COMPACT_SHARE`` of the static part. (There is no cap on its own size: a cap c would
   fold an index of n intervals every c additions, O(n / c) bytes per interval added,
-  growing with the state.)
+  growing with the state.) A commit that takes the treap past that share (and past
+  ``PAGED_MIN``) folds it at once, in memory: an engine that is never saved keeps each
+  interval once too, instead of every probe its commits recorded again.
 
 A smaller index, or one saved without a segment store, is written inline: its static
 part, and the dynamic intervals as plain rows with their uids (one MessagePack call; the
@@ -500,6 +502,15 @@ class IntervalIndex:
                 return
         for bucket, lo, hi, payload in batch:
             self.dynamic.add(bucket, lo, hi, payload)
+        # A commit re-records what its oracle covers, most of it held already (a negation's
+        # probes, for one): past the share a save would fold at, fold now, each interval
+        # kept once, so an engine that is never saved does not grow by every commit.
+        if len(self.dynamic) > max(PAGED_MIN, COMPACT_SHARE * (
+                self.static.live if self.static is not None else 0)):
+            self.static = self._folded([])
+            self.dynamic = IntervalTree()
+            self.levels = []
+            self._opened(())
 
     def add_coded(self, part: CodedIntervals) -> None:
         """A batch a commit's compiled join recorded, already a part on arrays (coded as
