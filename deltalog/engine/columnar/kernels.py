@@ -147,6 +147,12 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     on are existential: one witness is enough, the search backs up at the first.
 
     The first level's values are restricted to [lo0, hi0]: threads split a join by them.
+    A recording split so is cut at values every first-level atom holds (``lo0``, unless
+    −inf, is one), where the whole join's leapfrog agrees: a piece starts as that join
+    stands on lo0, its atoms' ranges not cut, and ends where it agrees past hi0 (the
+    operations that reach that value are this piece's). Each piece records what the
+    whole join records between its two agreements, in the same order, so the pieces'
+    records, one after the other, are the whole join's.
 
     When the last level reads one atom's last column and checks nothing, its values are
     distinct: the rows of its range are emitted in one loop (a run, not a search each).
@@ -176,7 +182,8 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     ahi = np.zeros((natoms, maxd), np.int64)
     for a in range(natoms):
         ahi[a, 0] = rels[a].shape[0]
-    if nlev > 0:
+    resume = record and lo0 > INT64_MIN
+    if nlev > 0 and not record:
         for s in range(lev_ptr[0], lev_ptr[1]):
             a = slot_atom[s]
             rel = rels[a]
@@ -236,7 +243,14 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
         # a seek to it records from c, as a string not coded yet may sort between).
         bound = BOT
         bound_at = BOT
-        if kind == JOIN:
+        if resume:  # (level 0 of a piece of a split recording: it stands on lo0)
+            resume = False
+            for s in range(s0, s1):
+                a = slot_atom[s]
+                pos[s] = _gallop(rels[a], 0, 0, ahi[a, 0], lo0)
+            found = True
+            v = lo0
+        elif kind == JOIN:
             if entering:
                 counters[C_OPENS] += 1
                 empty = False
@@ -319,6 +333,8 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     if agreed:
                         found = True
                         v = target
+                        if record and L == 0 and v > hi0:
+                            found = False  # (the next piece's: it starts there)
                         break
         else:
             if entering:

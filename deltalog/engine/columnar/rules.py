@@ -572,6 +572,43 @@ def _split(plan: "_Plan", rels: Sequence[I64],
     return [(lo, hi - 1) for lo, hi in zip(bounds, cuts, strict=False)] + [(bounds[-1], _I64_MAX)]
 
 
+def split_recording(plan: "_Plan", rels: Sequence[I64],
+                    first: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[lo, hi] pieces of a recording join for the threads (``kernels.lftj``): each after
+    the first starts at a value that every atom of the first level holds and that its
+    lower bound admits (where the whole join's leapfrog agrees), chosen at quantiles of
+    the largest such atom's rows, four per thread; one piece when the join is small, the
+    first level is not a join of atoms, or every binding but one only witnesses."""
+    whole = [(_I64_MIN, _I64_MAX)]
+    if (THREADS < 2 or not first or plan.kinds[0] != kernels.JOIN or len(plan.kinds) < 2
+            or plan.exist < 1):
+        return whole
+    columns = [rels[a][:, 0] for a, _ in first]
+    largest = max(columns, key=len)
+    if len(largest) < SPLIT_MIN:
+        return whole
+    held = None
+    for column in columns:
+        keys = column[np.r_[True, column[1:] != column[:-1]]] if len(column) else column
+        held = keys if held is None else np.intersect1d(held, keys, assume_unique=True)
+    assert held is not None
+    kind, value, strict = plan.low[0]
+    if kind == 1:  # (a constant: the leapfrog never stands below it)
+        held = held[held > value] if strict else held[held >= value]
+    elif kind == 0:
+        return whole
+    at = np.searchsorted(largest, held)  # the rows before each held value
+    pieces = 4 * THREADS
+    picks = np.unique(np.searchsorted(at, [len(largest) * i // pieces
+                                           for i in range(1, pieces)]))
+    starts = [int(v) for v in held[picks[(picks > 0) & (picks < len(held))]]]
+    if not starts:
+        return whole
+    bounds = [_I64_MIN, *starts]
+    return [(lo, hi - 1) for lo, hi in zip(bounds, starts, strict=False)] + [
+        (starts[-1], _I64_MAX)]
+
+
 def _distinct_on(table: I64, width: int, nident: int) -> NDArray[np.intp]:
     """Rows of ``table`` with distinct (keys, ident) columns, sorted by them."""
     part = np.ascontiguousarray(table[:, : width + nident])

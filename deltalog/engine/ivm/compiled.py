@@ -27,6 +27,7 @@ is not checked.
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -36,10 +37,11 @@ from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
+from deltalog.engine.columnar import rules as columnar_rules
 from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values
 from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
-from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj
+from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj, split_recording
 from deltalog.engine.columnar.versions import (
     CODED_TYPES,
     CodedIndex,
@@ -262,10 +264,23 @@ def record_body(
     flat = [(level, atom_of[k], depth) for level, sl in enumerate(slots) for k, depth in sl]
     slot_rec = np.array([1 if indexed[a] else 0 for _, a, _ in flat], np.int64)
     nlev = len(plan.order)
-    counters = np.zeros(4, np.int64)
-    rec0 = np.empty((1024, 3 + nlev), np.int64)
-    out, n, rec, rn = run_lftj(args, counters, kernels.INT64_MIN, kernels.INT64_MAX,
-                               slot_rec, rec0)
+    pieces = split_recording(kplan, args[0], slots[0] if slots else [])
+
+    def piece(i: int) -> tuple[Any, ...]:
+        counts = np.zeros(4, np.int64)
+        got = run_lftj(args, counts, *pieces[i], slot_rec,
+                       np.empty((1024, 3 + nlev), np.int64))
+        return (*got, counts)
+
+    if len(pieces) == 1:
+        out, n, rec, rn, counters = piece(0)
+    else:  # threads over pieces of the first variable (the kernel releases the GIL)
+        with ThreadPoolExecutor(columnar_rules.THREADS) as pool:
+            done = list(pool.map(piece, range(len(pieces))))
+        out = np.concatenate([o[:k] for o, k, _, _, _ in done])
+        rec = np.concatenate([r[:k] for _, _, r, k, _ in done])
+        n, rn = len(out), len(rec)
+        counters = np.sum([c for *_, c in done], axis=0)
     stats.opens += int(counters[kernels.C_OPENS])
     stats.seeks += int(counters[kernels.C_SEEKS])
     stats.nexts += int(counters[kernels.C_NEXTS])
@@ -312,12 +327,26 @@ def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan:
                  rule: CompiledRule, kernel: Sequence[str], computed: dict[str, Expr],
                  book: CodeBook, parts: dict[IndexKey, CodedIntervals]) -> int:
     """The join's records (rows (slot, lo, hi, the values of the earlier levels)) as one
-    part per index into ``parts`` (``_index_batches``). Returns how many intervals."""
+    part per index into ``parts`` (``_index_batches``), the parts made on threads when
+    the records are many. Returns how many intervals."""
+    def part(item: tuple[IndexKey, Batch]) -> tuple[IndexKey, CodedIntervals]:
+        key, b = item
+        return key, CodedIntervals(book, b.types, b.xtype, b.bspec, b.ctx, b.lo, b.hi)
+
     batches: dict[IndexKey, Batch] = {}
     added = _index_batches(rec, flat, plan, rule, kernel, computed, batches)
-    for key, b in batches.items():
-        parts[key] = CodedIntervals(book, b.types, b.xtype, b.bspec, b.ctx, b.lo, b.hi)
+    parts.update(_mapped(part, list(batches.items()), len(rec)))
     return added
+
+
+def _mapped(fn: Callable[[Any], Any], items: list[Any], size: int) -> list[Any]:
+    """``fn`` over ``items``, on threads when ``size`` (the rows behind them) is large
+    enough to split a join (their numpy and compiled steps release the GIL)."""
+    threads = columnar_rules.THREADS
+    if len(items) < 2 or threads < 2 or size < columnar_rules.SPLIT_MIN:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, items))
 
 
 def _index_batches(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan: RulePlan,
@@ -331,27 +360,33 @@ def _index_batches(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], pla
     prep = plan.prep
     pos = {v: i for i, v in enumerate(plan.order)}
     types = [rule.types[v] for v in plan.order]
-    added = 0
     slot = rec[:, 0].astype(np.int16) if len(flat) < 2**15 else rec[:, 0]
     by_slot = np.argsort(slot, kind="stable")  # a radix sort on int16
-    rec = rec[by_slot]
-    bounds = np.searchsorted(rec[:, 0], np.arange(len(flat) + 1))
-    for s, (level, a, depth) in enumerate(flat):
+    bounds = np.searchsorted(slot[by_slot], np.arange(len(flat) + 1))
+
+    def batch(s: int) -> tuple[IndexKey, Batch] | None:
         lo_, hi_ = int(bounds[s]), int(bounds[s + 1])
         if lo_ == hi_:
-            continue
+            return None
+        level, a, depth = flat[s]
         atom = prep.atoms[a]
         perm = plan.perms[a]
         bcols = [pos[atom.vars[perm[k]]] for k in range(depth)]
-        part = _uncontained(rec[lo_:hi_], level)
+        part = _uncontained(rec[by_slot[lo_:hi_]], level)
         at = pos[kernel[level]]  # the level's place in the maintainer's order
         ctx, keep = _contexts(rule, tuple(kernel[:level]), plan.order[:at], computed,
                               part[:, 3 : 3 + level])
-        batches[("atom", a, depth)] = Batch(
+        return ("atom", a, depth), Batch(
             tuple(types[:at]), types[at], tuple((0, c, types[c]) for c in bcols),
             ctx, part[keep, 1], part[keep, 2],
         )
-        added += len(keep)
+
+    added = 0
+    # (a computed variable's context is computed through the rule's codes: one thread)
+    for got in _mapped(batch, list(range(len(flat))), 0 if computed else len(rec)):
+        if got is not None:
+            batches[got[0]] = got[1]
+            added += len(got[1].lo)
     return added
 
 

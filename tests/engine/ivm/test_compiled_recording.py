@@ -21,6 +21,8 @@ from deltalog.engine import state_codec
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals
+from deltalog.engine.columnar import rules
+from deltalog.engine.ivm import compiled as compiled_module
 from deltalog.engine.ivm.compiled import UnitColumns, _uncontained
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.stratum import SensitivityStratum
@@ -140,6 +142,84 @@ def test_compiled_recording_maintains_like_recompute_and_the_tuple_join(program,
         for p in prog.idb:
             assert compiled.relation(p) == want[p], (p, deltas)
 
+
+
+def _recorded(prog: Any, data: dict[str, set[tuple[Any, ...]]], threads: int) -> Any:
+    """A load's engine, its recording join split over ``threads`` threads wherever it can
+    be (1: never), and every index's intervals, in the order its part keeps them."""
+    saved = rules.THREADS, rules.SPLIT_MIN
+    rules.THREADS, rules.SPLIT_MIN = threads, 1
+    try:
+        engine = IncrementalEngine(prog, data, "sensitivity")
+    finally:
+        rules.THREADS, rules.SPLIT_MIN = saved
+    return engine, [(m.rule.head.pred, key, index.intervals())
+                    for m in _maintainers(engine) for key, index in sorted(
+                        m.indices.items(), key=lambda kv: repr(kv[0]))]
+
+
+@given(program=compiled_programs(), data=st.data(), threads=st.integers(2, 3))
+@settings(max_examples=300, deadline=None)
+def test_a_recording_split_over_threads_records_what_the_whole_join_records(
+        program, data, threads):
+    """Pieces of the first variable start where the whole join's leapfrog agrees, so the
+    split recording keeps the same intervals in the same order, and maintains alike."""
+    typ, text = program
+    note(text)
+    prog = load_program(text)
+    loaded = _data(data.draw, typ, LOADED)
+    split, got = _recorded(prog, loaded, threads)
+    whole, want = _recorded(prog, loaded, 1)
+    assert got == want
+    current = {k: set(v) for k, v in loaded.items()}
+    value = st.sampled_from(VALUES[typ])
+    for _ in range(3):
+        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
+        for _ in range(data.draw(st.integers(1, 4))):
+            name = data.draw(st.sampled_from(["e", "f", "u"]))
+            row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
+            deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+        assert split.apply(deltas) == whole.apply(deltas), deltas
+        for name, d in deltas.items():
+            for row, w in d.items():
+                (current[name].add if w > 0 else current[name].discard)(row)
+        want_now = evaluate(prog, current)
+        for p in prog.idb:
+            assert split.relation(p) == want_now[p], (p, deltas)
+
+
+def test_a_split_recording_of_triangles_cuts_where_the_leapfrog_agrees():
+    """On a graph large enough to split by default: the pieces' intervals are the whole
+    join's, and each piece after the first starts at a node with edges out."""
+    rng = random.Random(3)
+    edges = {(rng.randrange(3_000), rng.randrange(3_000)) for _ in range(30_000)}
+    prog = load_program(".decl e(x: int, y: int)\n"
+                        "tri(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y, y < z.")
+    saved = rules.THREADS
+    rules.THREADS = 2
+    try:
+        cut = rules.split_recording
+        seen: list[list[tuple[int, int]]] = []
+
+        def spy(*args: Any) -> Any:
+            seen.append(cut(*args))
+            return seen[-1]
+
+        compiled_module.split_recording = spy
+        split = IncrementalEngine(prog, {"e": edges}, "sensitivity")
+    finally:
+        compiled_module.split_recording = cut
+        rules.THREADS = saved
+    (pieces,) = seen
+    assert len(pieces) == 8
+    sources = {a for a, _ in edges}
+    assert all(lo in sources for lo, _ in pieces[1:])
+    assert all(hi + 1 == lo for (_, hi), (lo, _) in pairwise(pieces))
+    _, want = _recorded(prog, {"e": edges}, 1)
+    got = [(m.rule.head.pred, key, index.intervals()) for m in _maintainers(split)
+           for key, index in sorted(m.indices.items(), key=lambda kv: repr(kv[0]))]
+    assert got == want
+    assert split.relation("tri") == evaluate(prog, {"e": edges})["tri"]
 
 def test_the_recordings_units_are_a_mapping_of_units_to_environments():
     """A load's units come as columns (``UnitColumns``); as a mapping they are what the
