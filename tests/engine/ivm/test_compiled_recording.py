@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from deltalog.engine import state_codec
 from deltalog.engine.analysis.analyze import load_program
-from deltalog.engine.evaluate import evaluate
-from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals
 from deltalog.engine.columnar import rules
+from deltalog.engine.evaluate import evaluate
 from deltalog.engine.ivm import compiled as compiled_module
+from deltalog.engine.ivm.coded_intervals import CodeBook, CodedIntervals
 from deltalog.engine.ivm.compiled import UnitColumns, _uncontained
 from deltalog.engine.ivm.interval_index import IntervalIndex
 from deltalog.engine.ivm.stratum import SensitivityStratum
