@@ -290,6 +290,32 @@ def test_rule_without_atoms_and_zero_arity(spark: SparkSession) -> None:
     assert got["yes"] == set() and got["both"] == set()
 
 
+
+def test_recursion_through_relations_of_no_columns(spark: SparkSession) -> None:
+    """A recursive stratum holding a relation of no columns (a switch): each round's new
+    rows are the candidates the relation lacks, also where there is no column to compare
+    (Spark's EXCEPT of no columns keeps a row: the switch held where the engine's does
+    not, and a cycle of switches never stopped)."""
+    text = """
+    .decl e(a: int, b: int)
+    .decl flag(a: int)
+    on() :- flag(1).
+    on() :- p(1, 1).
+    p(x, y) :- e(x, y), on().
+    """
+    got = run(spark, text, {"e": [(1, 2)], "flag": [(2,)]})
+    assert got["on"] == set() and got["p"] == set()
+    got = run(spark, text, {"e": [(1, 2), (2, 1)], "flag": [(1,)]})
+    assert got["on"] == {()} and got["p"] == {(1, 2), (2, 1)}
+    cycle = """
+    .decl flag(a: int)
+    r() :- on().
+    on() :- r().
+    on() :- flag(1).
+    """
+    assert run(spark, cycle, {"flag": [(1,)]})["r"] == {()}
+    assert run(spark, cycle, {"flag": [(2,)]})["r"] == set()
+
 def test_functional_conflict(spark: SparkSession) -> None:
     text = """
     .decl price(item: string, p: float)

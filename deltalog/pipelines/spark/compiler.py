@@ -365,7 +365,11 @@ class _Compiler:
                 if not cands[name]:
                     dsize[name] = 0
                     continue
-                fresh = self.union(name, cands[name]).subtract(full[name])
+                cand = self.union(name, cands[name])
+                # (Spark's EXCEPT of frames with no columns keeps a row: rows of both
+                # sides counted instead, the relation being a set)
+                fresh = (cand.distinct().exceptAll(full[name]) if not cand.columns
+                         else cand.subtract(full[name]))
                 state, seen = _materialize(
                     full[name]
                     .withColumn(_NEW, F.lit(False))
