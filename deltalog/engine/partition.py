@@ -152,6 +152,12 @@ def plan_partitioning(
         return Partitioning("single", "a relation without columns")
     if any(p in own for p in prog.facts if prog.facts[p]):
         return Partitioning("single", "the program states facts of the stratum's relations")
+    # (a partition reads an input as the rows its route sends it from the table: facts
+    # the program states for an input are in no table; an upstream relation's are)
+    stated = [p for p in inputs if p in prog.edb and prog.facts.get(p)]
+    if stated:
+        return Partitioning("single", f"the program states facts of {stated[0]}, an input "
+                            "its partitions would read as table rows only")
 
     def size(p: str) -> int:
         return sizes.get(p, 0) if sizes is not None else 0

@@ -19,7 +19,7 @@ from deltalog.engine.partition import (
     split_stratum,
 )
 from deltalog.pipelines.stratum_program import stratum_program
-from tests.engine.dbsp.recursive_programs import recursive_programs
+from tests.engine.dbsp.recursive_programs import programs_with_facts, recursive_programs
 from tests.engine.programs import edb_data, programs
 
 P = 4
@@ -53,7 +53,9 @@ def _check_every_stratum(text: str, data, huge: bool = False) -> list[str]:
         if plan.kind == "single":
             assert plan.reason, stratum
             continue
-        inputs = {p: set(whole[p]) if p in whole else set(data.get(p, ()))
+        # (as a pipeline's partitions get them: an input's table rows, an upstream
+        # relation's table, which holds what its stratum derived and stated)
+        inputs = {p: set(data.get(p, ())) if p in prog.edb else set(whole[p])
                   for p in prog.schemas if p not in stratum.preds}
         got = _simulate(prog, index, plan, inputs)
         for p in stratum.preds:
@@ -71,6 +73,24 @@ def test_partitioned_evaluation_of_random_programs_equals_the_whole(text, data, 
 @given(text=recursive_programs(), data=edb_data(), huge=st.booleans())
 def test_partitioned_recursion_equals_the_whole(text, data, huge):
     _check_every_stratum(text, data, huge)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=programs_with_facts(flags=False, heads=False), data=edb_data(), huge=st.booleans())
+def test_partitioned_evaluation_with_facts_of_an_input_equals_the_whole(text, data, huge):
+    """Facts stated for an input (which its table may hold too): a stratum that reads it
+    stays in one process (its partitions would read the input's table only), and the
+    strata above agree; each partition's rows are what a pipeline's partitions get."""
+    _check_every_stratum(text, data, huge)
+
+
+def test_facts_stated_for_an_input_keep_its_stratum_in_one_process():
+    plan = _plan("e(1, 2).\ntc(x, y) :- e(x, y).\ntc(x, z) :- tc(x, y), e(y, z).\n", "tc")
+    assert plan.kind == "single" and "states facts of e, an input" in plan.reason
+    tri = _plan("e(1, 2).\ntri(x, y, z) :- e(x, y), e(y, z), e(z, x).\n", "tri")
+    assert tri.kind == "single"
+    upstream = _plan("p(1, 2).\np(x, y) :- e(x, y).\nq(x, z) :- p(x, y), e(y, z).\n", "q")
+    assert upstream.kind == "key"  # (p's table holds its stated facts)
 
 
 DECLS = ".decl e(a: int, b: int)\n.decl u(a: int)\n"

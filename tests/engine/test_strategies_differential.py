@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.errors import DeltalogError
 from deltalog.engine.runtime import IncrementalEngine, make_engine
-from tests.engine.dbsp.recursive_programs import recursive_programs
-from tests.engine.programs import DOMAIN, as_deltas, edb_batches, edb_data, programs
+from tests.engine.dbsp.recursive_programs import programs_with_facts, recursive_programs
+from tests.engine.programs import as_deltas, edb_batches, edb_data, programs
 
 
 def _strategies_agree(text, data, batches, relations=()) -> None:
@@ -86,26 +86,7 @@ def test_differential_every_strategy_agrees_over_strings(text, data, steps):
           for name, d in as_deltas(batch).items()} for batch in steps])
 
 
-@st.composite
-def _with_program_facts(draw):
-    """A random program (switches among its inputs) with facts stated in it: for its
-    derived predicates, for e and for the switch, which the input has too now and then
-    (a row both the input and the program state stays when the input deletes it)."""
-    text = draw(recursive_programs(flags=True) | programs(recursion=False, complements=True,
-                                                          flags=True))
-    facts = []
-    for pred, args in sorted(set(re.findall(r"^(\w+)\(([^)]*)\) :-", text, re.M))):
-        arity = len([a for a in args.split(",") if a.strip()])
-        for _ in range(draw(st.integers(0, 2))):
-            facts.append(f"{pred}({', '.join(str(draw(DOMAIN)) for _ in range(arity))}).")
-    for _ in range(draw(st.integers(0, 2))):
-        facts.append(f"e({draw(DOMAIN)}, {draw(DOMAIN)}).")
-    if draw(st.booleans()):
-        facts.append("on().")
-    return text + "\n".join(facts) + "\n"
-
-
-@given(text=_with_program_facts(), data=edb_data(flags=True), steps=edb_batches(flags=True))
+@given(text=programs_with_facts(), data=edb_data(flags=True), steps=edb_batches(flags=True))
 def test_differential_every_strategy_agrees_with_program_facts(text, data, steps):
     _strategies_agree(text, data, [as_deltas(batch) for batch in steps], ("e", "on"))
 

@@ -6,7 +6,14 @@ import re
 
 from hypothesis import strategies as st
 
-from tests.engine.programs import EDB_ARITY, EDB_DECLS, FLAG_DECL, programs, rule_text
+from tests.engine.programs import (
+    DOMAIN,
+    EDB_ARITY,
+    EDB_DECLS,
+    FLAG_DECL,
+    programs,
+    rule_text,
+)
 
 
 @st.composite
@@ -56,3 +63,23 @@ def chains_beside(n: int) -> set[tuple[int, int]]:
         b = 10 + 3 * i
         edges |= {(b, b + 1), (b + 1, b + 2)}
     return edges
+
+
+@st.composite
+def programs_with_facts(draw, flags: bool = True, heads: bool = True):
+    """A random program (with ``flags``, switches among its inputs) with facts stated in
+    it: for e, which the input has too now and then (a row both the input and the
+    program state stays when the input deletes it), with ``heads`` for its derived
+    predicates, and for the switch."""
+    text = draw(recursive_programs(flags=flags) | programs(recursion=False, complements=True,
+                                                           flags=flags))
+    facts = []
+    for pred, args in sorted(set(re.findall(r"^(\w+)\(([^)]*)\) :-", text, re.M))):
+        arity = len([a for a in args.split(",") if a.strip()])
+        for _ in range(draw(st.integers(0, 2)) if heads else 0):
+            facts.append(f"{pred}({', '.join(str(draw(DOMAIN)) for _ in range(arity))}).")
+    for _ in range(draw(st.integers(0, 2))):
+        facts.append(f"e({draw(DOMAIN)}, {draw(DOMAIN)}).")
+    if flags and draw(st.booleans()):
+        facts.append("on().")
+    return text + "\n".join(facts) + "\n"
