@@ -29,7 +29,7 @@ import heapq
 import uuid
 import zlib
 from bisect import bisect_left, bisect_right
-from collections.abc import ItemsView, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, MutableMapping
 from typing import Any, Protocol
 
 import msgpack
@@ -207,15 +207,22 @@ class Paged:
     ``PagedRows``) in a state being saved: written as a sorted run when the state goes to
     a segment store (read back as ``PagedRows``), as itself otherwise."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("ordered", "rows")
 
-    def __init__(self, rows: Any):
+    def __init__(self, rows: Any, ordered: Callable[[], list[Any]] | None = None):
+        """``ordered``: the rows in order made another way than sorting them (the same
+        rows: their number is checked)."""
         self.rows = rows
+        self.ordered = ordered
 
     def persist(self, sink: SegmentSink) -> list[Any]:
         rows = self.rows
         if type(rows) is PagedRows:
             return rows.persist(sink)
+        if self.ordered is not None:
+            listed = self.ordered()
+            if len(listed) == len(rows):
+                return PagedRows.write(sink, listed)
         return PagedRows.write(sink, rows if isinstance(rows, SortedList) else sorted(rows))
 
 

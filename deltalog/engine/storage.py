@@ -343,7 +343,13 @@ class CodedVersions(Protocol):
         cannot be coded (the relation then drops the index)."""
         ...
 
+    types: tuple[str, ...]  # the columns' types, in the index's order
+
     def settle(self) -> None: ...
+
+    def rows(self, old: bool = False) -> Any:
+        """A version's rows as one sorted array of codes."""
+        ...
 
     def version(self, old: bool) -> tuple[Any, Any, Any]:
         """The current version (or with ``old`` the one before the last commit) as its
@@ -383,9 +389,22 @@ class VersionedRelation:
             return Paged(rows) if type(rows) is PagedRows or len(rows) >= PAGED_MIN else rows
 
         # (coded rows keep themselves: their keys an array, their coding the producer's)
-        state["_rows"] = self._rows if type(self._rows) is CodedRows else paged(self._rows)
+        rows = self._rows
+        state["_rows"] = rows if type(rows) is CodedRows else (
+            Paged(rows, self._ordered()) if type(rows) is set and len(rows) >= PAGED_MIN
+            else paged(rows))
         state["_indexes"] = {perm: paged(sl) for perm, sl in self._indexes.items()}
         return state
+
+    def _ordered(self) -> Callable[[], list[Row]] | None:
+        """The rows in order from the coded index of the columns' own order when its codes
+        are the values (ints): a save writes them as a sorted run without sorting a set
+        of Python tuples (1.3 s for 10^6 rows of two ints, against 0.2 s)."""
+        # (a relation restored from a state saved before coded indexes has none)
+        index = self.__dict__.get("_coded", {}).get(tuple(range(self.arity)))
+        if index is None or any(t != "int" for t in index.types):
+            return None
+        return lambda: list(map(tuple, index.rows().tolist()))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("_coded", {})  # saved before coded indexes existed
