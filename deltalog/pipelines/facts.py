@@ -34,21 +34,48 @@ def read_csv_relation(path: Path, schema: RelationSchema) -> set[Row]:
     text = decode_source(path.read_bytes(), str(path))
     csv.field_size_limit(MAX_FIELD)
     with io.StringIO(text, newline="") as fh:
-        reader = csv.reader(fh)
+        # strict: a quote left open swallows no rows (an error at the end of the data)
+        reader = csv.reader(fh, strict=True)
+        start = [1]  # the line the record being read starts on
         try:
-            return _read(reader, path, schema)
+            return _read(reader, path, schema, text, start)
         except csv.Error as err:  # a field past MAX_FIELD, a quote left open at the end
-            line = reader.line_num
             too_big = "field larger than field limit" in str(err)
             raise DataError(
                 f"a field over {MAX_FIELD // (1024 * 1024)} MiB (the limit)" if too_big
-                else f"not valid CSV: {err}",
-                Loc(str(path), max(line, 1), 1),
+                else f"not valid CSV in the record starting here: {err}",
+                Loc(str(path), start[0], 1),
                 INPUT_LIMIT if too_big else BAD_VALUE,
             ) from None
 
 
-def _read(reader: Any, path: Path, schema: RelationSchema) -> set[Row]:
+def _cell_at(text: str, first: int, last: int, index: int) -> tuple[int, int]:
+    """(line, column) where cell ``index`` of the record on lines ``first``..``last`` of
+    ``text`` starts (quotes and quoted commas and line breaks counted as written)."""
+    lines = io.StringIO(text, newline="").readlines()[first - 1 : last]
+    record = "".join(lines)
+    at, cell, quoted, i = 0, 0, False, 0
+    while i < len(record) and cell < index:
+        ch = record[i]
+        if quoted:
+            if ch == '"' and record[i + 1 : i + 2] == '"':
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch == ",":
+            cell += 1
+            at = i + 1
+        i += 1
+    before = record[:at]
+    breaks = before.count("\n") + before.count("\r") - before.count("\r\n")
+    start = max(before.rfind("\n"), before.rfind("\r")) + 1
+    return first + breaks, at - start + 1
+
+
+def _read(reader: Any, path: Path, schema: RelationSchema, text: str,
+          start: list[int]) -> set[Row]:
     rows: set[Row] = set()
     header = next(reader, None)
     expected = [c.name for c in schema.columns]
@@ -69,8 +96,13 @@ def _read(reader: Any, path: Path, schema: RelationSchema) -> set[Row]:
             Loc(str(path), 1, 1),
             BAD_HEADER,
         )
-    for record in reader:
-        line = reader.line_num
+    line = start[0] = reader.line_num
+    while True:
+        start[0] = line + 1
+        record = next(reader, None)
+        if record is None:
+            break
+        first, line = start[0], reader.line_num
         if not record:
             continue
         if len(record) != schema.arity:
@@ -80,8 +112,7 @@ def _read(reader: Any, path: Path, schema: RelationSchema) -> set[Row]:
                 BAD_VALUE,
             )
         values: list[Value] = []
-        col = 1
-        for cell, column in zip(record, schema.columns, strict=True):
+        for j, (cell, column) in enumerate(zip(record, schema.columns, strict=True)):
             try:
                 values.append(parse_value(cell, column.type))
             except ValueError:
@@ -89,10 +120,9 @@ def _read(reader: Any, path: Path, schema: RelationSchema) -> set[Row]:
                 raise DataError(
                     f"column '{column.name}': {shown!r} is not a valid {column.type}"
                     + (" (floats are finite)" if column.type == "float" else ""),
-                    Loc(str(path), line, col),
+                    Loc(str(path), *_cell_at(text, first, line, j)),
                     BAD_VALUE,
                 ) from None
-            col += len(cell) + 1
         rows.add(tuple(values))
     return rows
 

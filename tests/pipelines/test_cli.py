@@ -60,6 +60,25 @@ def test_bad_csv_value_names_file_line_and_column(tmp_path, capsys):
     )
 
 
+
+@pytest.mark.parametrize(("text", "where", "what"), [
+    ('src,dst\n"1",zz\n', "2:5", "column 'dst': 'zz' is not a valid int"),
+    ('src,dst\n1,2\n"3" , 4\n', "3:1", "not valid CSV"),
+    ('src,dst\n7,"a,\nb"\n', "2:3", "column 'dst': 'a,\\nb' is not a valid int"),
+    ('src,dst\n1,2\n3,"4\n5,6\n', "3:1", "not valid CSV"),
+])
+def test_quoted_csv_cells_name_their_own_column_and_an_open_quote_loses_no_row(
+        tmp_path, capsys, text, where, what):
+    """A cell's column counts the quotes and commas as written (a quoted cell spanning
+    lines: where it starts); a quote left open, or text after a closing quote, is an
+    error, not a cell that swallows the rows after it."""
+    write(tmp_path, {"p.dl": PROGRAM, "facts/e.csv": text})
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"{tmp_path / 'facts' / 'e.csv'}:{where}: error "), err
+    assert what in err, err
+
 def test_header_must_match_declaration(tmp_path, capsys):
     write(tmp_path, {"p.dl": PROGRAM, "facts/e.csv": "a,b\n1,2\n"})
     assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
