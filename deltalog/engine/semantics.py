@@ -9,6 +9,8 @@ refuse them), and an operation whose result would not be a finite float (``1e308
 an integer too large for a float) has no result either, like division by zero. So every
 value equals itself and the order of values is total, which the joins rely on. A float
 ``sum`` or ``total`` beyond the float range is an error (DL308): a group must have a value.
+``-0.0`` and ``0.0`` are one value, stored and shown as ``0.0`` by every evaluator (inputs,
+literals and arithmetic results alike).
 """
 
 import math
@@ -71,7 +73,7 @@ def arith(op: str, a: Value, b: Value) -> Value | None:
             r = math.fmod(a, b)
     except OverflowError:  # an int beyond the float range meets a float
         return None
-    return r if math.isfinite(r) else None
+    return r + 0.0 if math.isfinite(r) else None  # (-0.0 made 0.0: one zero, as stored)
 
 
 FLOAT_EXACT = 2**53  # ints of at most this magnitude are exact as floats
@@ -137,9 +139,13 @@ def compile_expr(expr: Expr) -> Callable[[Mapping[str, Value]], Value | None]:
 
 
 def coerce(value: Value, typ: str) -> Value:
-    """A value as stored in a column of type ``typ`` (ints widen into float columns)."""
-    if typ == "float" and isinstance(value, int):
-        return float(value)
+    """A value as stored in a column of type ``typ`` (ints widen into float columns, and
+    ``-0.0`` is ``0.0``: the two are one value, written one way whatever the engine)."""
+    if typ == "float":
+        if isinstance(value, int):
+            return float(value)
+        if value == 0.0:
+            return 0.0
     return value
 
 

@@ -127,3 +127,36 @@ def test_recursion_over_floats_that_would_overflow_stops():
     """
     want = _every_evaluator_agrees(text, {"seed": {(1.0,)}})
     assert len(want["d"]) == 1024 and max(want["d"]) == (2.0**1023,)
+
+
+ZEROS = """
+.decl e(x: float, y: float)
+.decl f(x: float)
+tc(x, y) :- e(x, y).
+tc(x, z) :- tc(x, y), e(y, z).
+hy(y) :- f(x), y = x * -1.0.
+h(x) :- f(x).
+lo[k] = m <- agg<<m = min(x)>> f(x), k = 1.
+c(-0.0) :- f(_).
+"""
+
+
+def _signs(relation) -> set[str]:
+    return {repr(row) for row in relation}
+
+
+def test_negative_zero_is_zero_written_one_way_in_every_evaluator():
+    """-0.0 equals 0.0: whatever the input or the arithmetic gives, every strategy (and
+    every kind of stratum) stores and shows it as 0.0, as the recompute's codes do."""
+    prog = load_program(ZEROS, "z.dl")
+    data = {"e": {(-0.0, 1.0), (1.0, -0.0)}, "f": {(-0.0,)}}
+    want = {p: _signs(r) for p, r in evaluate(prog, data).items()}
+    assert "(-0.0,)" not in want["hy"] and want["hy"] == {"(0.0,)"}
+    for strategy in [s for s in STRATEGIES if s != "sensitivity"]:
+        engine = make_engine(prog, data, strategy)
+        engine.apply({"f": {(-0.0,): -1}})
+        engine.apply({"f": {(-0.0,): 1}, "e": {(-0.0, -0.0): 1}})
+        now = evaluate(prog, {"e": data["e"] | {(0.0, 0.0)}, "f": data["f"]})
+        for p in prog.idb:
+            assert _signs(engine.relation(p)) == _signs(now[p]), (strategy, p)
+            assert not any("-0.0" in r for r in _signs(engine.relation(p))), (strategy, p)

@@ -152,7 +152,7 @@ class _ToAst(Transformer[Token, Any]):
 
     def float_const(self, children: list[Token]) -> Const:
         tok = children[0]
-        value = float(tok)
+        value = float(tok) + 0.0  # (-0.0 is 0.0: engine.semantics.coerce)
         if not math.isfinite(value):  # 1e400: floats are finite (engine.semantics)
             raise DeltalogSyntaxError(
                 f"float literal {_short(str(tok))} is beyond the float range (±1.8e308)",
