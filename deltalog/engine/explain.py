@@ -53,11 +53,13 @@ class Derivation:
 
 class Explainer:
     """Derivations over ``relations`` (every relation of ``prog``, as sets of rows: the
-    current EDB and what the program derives from it)."""
+    current EDB and what the program derives from it) and the facts the program states
+    (an input's are in no table, a switch has none)."""
 
     def __init__(self, prog: AnalyzedProgram, relations: Mapping[str, set[Row]]):
         self.prog = prog
-        self.db = Database({name: set(relations.get(name, ())) for name in prog.schemas})
+        self.db = Database({name: set(relations.get(name, ())) | prog.facts.get(name, set())
+                            for name in prog.schemas})
         self.rules: dict[str, list[Rule]] = {}
         for rule in prog.program.rules:
             self.rules.setdefault(rule.head.pred, []).append(rule)

@@ -126,3 +126,44 @@ def test_the_command_line(pipeline, capsys):
     assert main(["explain", *base, "path(1, "]) == 1
     err = capsys.readouterr().err
     assert err.startswith("<argument>:1:") and "error DL1" in err and "Traceback" not in err
+
+
+FACTS_PROGRAM = """\
+.decl e(x: int, y: int)
+.decl on()
+e(1, 2).
+on().
+p(x) :- e(x, _).
+q(x) :- e(x, _), on().
+r(x) :- e(x, _), !e(_, x).
+"""
+FACTS_BINDING = """\
+[edb]
+e = "m/edb/e"
+
+[idb]
+p = "m/idb/p"
+q = "m/idb/q"
+r = "m/idb/r"
+"""
+
+
+def test_explain_rests_on_the_facts_the_program_states(tmp_path):
+    """A row derived from a fact the program states for an input (in no table) or through
+    a switch stated as a fact is explained down to that fact, as the tables hold it."""
+    import pyarrow as pa
+
+    from tests.local import write_pipeline
+
+    spec = write_pipeline(tmp_path, "m", FACTS_PROGRAM, FACTS_BINDING)
+    root = tmp_path / "warehouse"
+    write_edb(root, spec, {"e": pa.table({"x": [5], "y": [6]})})
+    run_all(spec, root)
+    text = "\n".join(lineage.explain(root, spec, "p(1)"))
+    assert text.startswith("p(1)   [rule ") and "e(1, 2)   [program fact]" in text
+    text = "\n".join(lineage.explain(root, spec, "q(5)"))
+    assert "on()   [program fact]" in text and "e(5, 6)   [edb fact]" in text
+    text = "\n".join(lineage.explain(root, spec, "r(1)"))
+    assert "· not e(_2, 1)" in text and "e(1, 2)   [program fact]" in text
+    with pytest.raises(DeltalogError, match="is not in the table of 'p'"):
+        lineage.explain(root, spec, "p(2)")
