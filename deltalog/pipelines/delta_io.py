@@ -481,18 +481,29 @@ def versions_since(uri: str, rows: Iterable[Row]) -> dict[Row, int]:
         return {}
     names = [c for c in feed.column_names if not c.startswith("_")]
     feed = normalize(feed).sort_by("_commit_version")
+    # A table is a bag, and one commit may delete and insert the same row (an overwrite,
+    # in any order): each commit's changes are netted per row, the copies counted, and a
+    # row's version is the commit that took it from no copy to some (a copy added or
+    # removed while another stays moves nothing).
     since: dict[Row, int] = {}
+    copies: dict[Row, int] = {}
     values = [feed.column(n).to_pylist() for n in names]
     kinds = feed.column("_change_type").to_pylist()
     versions = feed.column("_commit_version").to_pylist()
+    net: dict[Row, int] = {}
     for i, kind in enumerate(kinds):
         row = tuple(col[i] for col in values)
-        if row not in wanted:
-            continue
-        if CHANGE_WEIGHTS.get(kind, 0) > 0:
-            since[row] = int(versions[i])
-        elif CHANGE_WEIGHTS.get(kind, 0) < 0:
-            since.pop(row, None)
+        if row in wanted:
+            net[row] = net.get(row, 0) + CHANGE_WEIGHTS.get(kind, 0)
+        if i + 1 == len(kinds) or versions[i + 1] != versions[i]:  # the commit's end
+            for r, w in net.items():
+                before = copies.get(r, 0)
+                after = copies[r] = max(before + w, 0)
+                if not before and after:
+                    since[r] = int(versions[i])
+                elif before and not after:
+                    since.pop(r, None)
+            net = {}
     return since
 
 

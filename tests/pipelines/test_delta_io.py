@@ -293,3 +293,17 @@ def test_bag_changes_count_copies_and_look_up_only_what_the_counts_cannot_tell(t
     delta, after = delta_io.bag_changes(uri, 0, 1, None, wrong)
     assert lookups == [1]
     assert delta == {(1,): 1, (2,): -1, (3,): 1} and after[(1,)] == 1
+
+
+def test_versions_since_count_the_copies_and_net_each_commit(uri):
+    """A table is a bag and an overwrite deletes and inserts in one commit: a row's
+    version is the commit that took it from no copy to some, whatever copies came and
+    went while one stayed."""
+    a, b = (5, "x", 1.0), (7, "y", 1.0)
+    write_deltalake(uri, _table([a, b]), mode="append")  # version 1
+    write_deltalake(uri, _table([a]), mode="append")  # 2: a second copy of a
+    write_deltalake(uri, _table([a, b]), mode="overwrite")  # 3: one copy of each again
+    assert delta_io.versions_since(uri, [a, b]) == {a: 1, b: 1}
+    write_deltalake(uri, _table([b]), mode="overwrite")  # 4: a gone
+    write_deltalake(uri, _table([a]), mode="append")  # 5: a back
+    assert delta_io.versions_since(uri, [a, b]) == {a: 5, b: 1}
