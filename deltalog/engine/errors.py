@@ -5,6 +5,7 @@ DL1xx syntax, DL2xx analysis, DL3xx data. ``str(err)`` is the user-facing line
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class AnalysisError(DeltalogError):
 
 class DataError(DeltalogError):
     code = DATA
+    rows: tuple[tuple[Any, ...], ...] = ()  # the rows at fault, when there are some
 
 
 class NotSupportedError(DeltalogError):

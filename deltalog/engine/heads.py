@@ -8,7 +8,7 @@ from itertools import product
 from operator import itemgetter
 
 from deltalog.engine.analysis.program import RelationSchema
-from deltalog.engine.errors import FUNCTIONAL_CONFLICT, DataError
+from deltalog.engine.errors import FUNCTIONAL_CONFLICT, DataError, Loc
 from deltalog.engine.exact_sum import group_out_of_range
 from deltalog.engine.semantics import aggregate, coerce
 from deltalog.engine.syntax.ast import Rule, Var
@@ -126,12 +126,14 @@ def change_conflict(pred: str, k: int, delta: Mapping[Row, int],
             raise functional_conflict(pred, other, row)
 
 
-def functional_conflict(pred: str, a: Row, b: Row, where: str = "") -> DataError:
+def functional_conflict(pred: str, a: Row, b: Row, where: Loc | str = "") -> DataError:
     """DL302: two rows of functional ``pred`` share a key; the message names both facts."""
     a, b = sorted((a, b))
-    return DataError(
+    err = DataError(
         f"functional predicate '{pred}' has two values for one key: "
         f"{format_fact(pred, a, True)} and {format_fact(pred, b, True)}",
         where or pred,
         FUNCTIONAL_CONFLICT,
     )
+    err.rows = (a, b)  # (a caller that knows where a row came from can say it)
+    return err

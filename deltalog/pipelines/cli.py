@@ -15,7 +15,7 @@ from pathlib import Path
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.analysis.sources import check_sources
-from deltalog.engine.errors import DeltalogError
+from deltalog.engine.errors import DataError, DeltalogError, Loc
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.runtime import STRATEGIES, Delta, make_engine
 from deltalog.engine.script import parse_script
@@ -65,11 +65,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_sources(prog, set(inputs) | scripted, _looked(args) + " and no insert in the script")
     engine = make_engine(prog, inputs, args.strategy)
     pending: dict[str, dict[Row, bool]] = {}
+    written: dict[tuple[str, Row], Loc | None] = {}  # where the script inserted a row
     commits = 0
     for op in ops:
         if op.kind in ("insert", "delete"):
             assert op.pred is not None and op.row is not None
             pending.setdefault(op.pred, {})[op.row] = op.kind == "insert"
+            written[(op.pred, op.row)] = op.loc
         elif op.kind == "commit":
             deltas: dict[str, Delta] = {}
             for pred, final in pending.items():
@@ -80,7 +82,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 }
                 if delta:
                     deltas[pred] = delta
-            engine.apply(deltas)
+            try:
+                engine.apply(deltas)
+            except DataError as err:  # a row of the script at fault: where it was written
+                at = [loc for p in deltas for r in err.rows if deltas[p].get(r, 0) > 0
+                      and (loc := written.get((p, r))) is not None]
+                if at:  # (of two rows the script wrote, the later)
+                    err.where = max(at, key=lambda loc: (loc.line, loc.col))
+                raise
             pending = {}
             commits += 1
             if args.stats:

@@ -10,6 +10,7 @@ from typing import Any
 
 from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema
 from deltalog.engine.errors import BAD_HEADER, BAD_VALUE, INPUT_LIMIT, MISSING_INPUT, DataError, Loc
+from deltalog.engine.heads import functional_conflict
 from deltalog.engine.source import decode_source
 from deltalog.engine.values import Row, Value
 
@@ -97,6 +98,8 @@ def _read(reader: Any, path: Path, schema: RelationSchema, text: str,
             BAD_HEADER,
         )
     line = start[0] = reader.line_num
+    keys: dict[Row, Row] = {}  # a functional relation's key -> its first row
+    k = schema.key_arity if schema.functional else 0
     while True:
         start[0] = line + 1
         record = next(reader, None)
@@ -123,7 +126,10 @@ def _read(reader: Any, path: Path, schema: RelationSchema, text: str,
                     Loc(str(path), *_cell_at(text, first, line, j)),
                     BAD_VALUE,
                 ) from None
-        rows.add(tuple(values))
+        row = tuple(values)
+        if k and keys.setdefault(row[:k], row) != row:  # a second value for a key
+            raise functional_conflict(schema.name, keys[row[:k]], row, Loc(str(path), first, 1))
+        rows.add(row)
     return rows
 
 

@@ -162,6 +162,28 @@ def test_run_script_errors_point_at_the_script(tmp_path, capsys):
     assert err.startswith(f"{tmp_path / 's.txt'}:3:8: error DL206: 'tc' is derived by rules")
 
 
+
+@pytest.mark.parametrize("strategy", ["auto", "recompute"])
+def test_a_second_value_for_a_key_points_at_the_line_that_wrote_it(tmp_path, capsys,
+                                                                     strategy):
+    """DL302 for an input names where its second value was written: the CSV line, or the
+    script's insert (against the CSV's value, or against an earlier insert)."""
+    program = ".decl w[id: int] = weight: float\nheavy(x) :- w[x] = v, v > 1.5.\n"
+    write(tmp_path, {"p.dl": program, "facts/w.csv": "id,weight\n1,2.5\n2,1\n1,3.0\n"})
+    args = ["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{tmp_path / 'facts' / 'w.csv'}:4:1: error DL302: "), err
+    (tmp_path / "facts" / "w.csv").write_text("id,weight\n1,2.5\n")
+    (tmp_path / "s.txt").write_text("insert w[2] = 1.0.\ncommit.\n\n  insert w[1] = 3.0.\n"
+                                    "commit.\n")
+    rc = main(["run", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts"),
+               "--script", str(tmp_path / "s.txt"), "--strategy", strategy])
+    assert rc == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{tmp_path / 's.txt'}:4:10: error DL302: "), err
+    assert "w[1] = 2.5" in err and "w[1] = 3.0" in err
+
 @pytest.mark.parametrize("which", ["program", "script", "facts"])
 def test_a_file_that_is_not_utf8_is_a_located_error(tmp_path, capsys, which):
     """Non-UTF-8 bytes in a program, script or CSV file end in FILE:LINE:COL: error DL104,
