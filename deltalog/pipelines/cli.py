@@ -15,7 +15,7 @@ from pathlib import Path
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.analysis.sources import check_sources
-from deltalog.engine.errors import DataError, DeltalogError, Loc
+from deltalog.engine.errors import FUNCTIONAL_CONFLICT, DataError, DeltalogError, Loc
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.runtime import STRATEGIES, Delta, make_engine
 from deltalog.engine.script import parse_script
@@ -40,7 +40,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
     check_sources(prog, set(inputs), _looked(args))
-    result = evaluate(prog, inputs, max_iterations=args.max_iterations)
+    try:
+        result = evaluate(prog, inputs, max_iterations=args.max_iterations)
+    except DataError as err:
+        _at_rule(prog, err)
+        raise
     functional = [n for n, s in prog.schemas.items() if s.functional]
     out = format_relations(result, functional)
     if out:
@@ -54,6 +58,14 @@ def _print_relation(prog: AnalyzedProgram, name: str, rows: frozenset[Row]) -> N
         sys.stdout.write("\n".join(lines) + "\n")
 
 
+def _at_rule(prog: AnalyzedProgram, err: DataError) -> None:
+    """A second value for a key of a predicate one rule derives: where that rule is."""
+    if err.code == FUNCTIONAL_CONFLICT and isinstance(err.where, str):
+        rules = [r for r in prog.program.rules if r.head.pred == err.where]
+        if len(rules) == 1 and rules[0].loc is not None:
+            err.where = rules[0].loc
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.program)
     prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
@@ -63,7 +75,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
     scripted = {op.pred for op in ops if op.pred is not None}
     check_sources(prog, set(inputs) | scripted, _looked(args) + " and no insert in the script")
-    engine = make_engine(prog, inputs, args.strategy)
+    try:
+        engine = make_engine(prog, inputs, args.strategy)
+    except DataError as err:
+        _at_rule(prog, err)
+        raise
     pending: dict[str, dict[Row, bool]] = {}
     written: dict[tuple[str, Row], Loc | None] = {}  # where the script inserted a row
     commits = 0
@@ -85,10 +101,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             try:
                 engine.apply(deltas)
             except DataError as err:  # a row of the script at fault: where it was written
-                at = [loc for p in deltas for r in err.rows if deltas[p].get(r, 0) > 0
-                      and (loc := written.get((p, r))) is not None]
+                at = [loc for p in deltas if p == err.where for r in err.rows
+                      if deltas[p].get(r, 0) > 0 and (loc := written.get((p, r))) is not None]
                 if at:  # (of two rows the script wrote, the later)
                     err.where = max(at, key=lambda loc: (loc.line, loc.col))
+                _at_rule(prog, err)
                 raise
             pending = {}
             commits += 1

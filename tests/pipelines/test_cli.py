@@ -184,6 +184,25 @@ def test_a_second_value_for_a_key_points_at_the_line_that_wrote_it(tmp_path, cap
     assert err.startswith(f"{tmp_path / 's.txt'}:4:10: error DL302: "), err
     assert "w[1] = 2.5" in err and "w[1] = 3.0" in err
 
+
+@pytest.mark.parametrize("strategy", ["auto", "dbsp", "recompute"])
+def test_a_second_value_derived_for_a_key_points_at_its_rule(tmp_path, capsys, strategy):
+    program = (".decl v(k: int, x: float)\n"
+               ".decl w[id: int] = weight: float\n"
+               "w[k] = x :- v(k, x).\n")
+    write(tmp_path, {"p.dl": program, "facts/v.csv": "k,x\n1,2.5\n",
+                     "s.txt": "insert v(1, 3.0).\ncommit.\n"})
+    facts = str(tmp_path / "facts")
+    rc = main(["run", str(tmp_path / "p.dl"), "--facts", facts,
+               "--script", str(tmp_path / "s.txt"), "--strategy", strategy])
+    assert rc == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{tmp_path / 'p.dl'}:3:1: error DL302: "), err
+    (tmp_path / "facts" / "v.csv").write_text("k,x\n1,2.5\n1,3.0\n")
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", facts]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{tmp_path / 'p.dl'}:3:1: error DL302: "), err
+
 @pytest.mark.parametrize("which", ["program", "script", "facts"])
 def test_a_file_that_is_not_utf8_is_a_located_error(tmp_path, capsys, which):
     """Non-UTF-8 bytes in a program, script or CSV file end in FILE:LINE:COL: error DL104,
