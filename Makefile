@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 
 setup: $(STAMP)
 
-# The quick demo runs on the Debian sections admin, libs and utils (about 2-3 minutes);
+# The quick demo runs on the Debian sections admin, libs and utils (about 3-5 minutes);
 # demo-full runs on the whole bookworm index (4M-row closure; about 15 minutes on 2 cores).
 demo: $(STAMP)
 	$(BIN)/python -m deltalog.dagster_project.demo --sections admin,libs,utils

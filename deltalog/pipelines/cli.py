@@ -25,7 +25,7 @@ from deltalog.pipelines import lineage
 from deltalog.pipelines.facts import load_facts_dir
 from deltalog.pipelines.malloc import tune_malloc
 from deltalog.pipelines.scaffold import init_project
-from deltalog.pipelines.spec import PipelineSpec, configured_warehouse, load_pipeline
+from deltalog.pipelines.spec import PipelineSpec, default_warehouse, load_pipeline
 
 
 def _looked(args: argparse.Namespace) -> str:
@@ -126,10 +126,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _pipeline(args: argparse.Namespace) -> tuple[PipelineSpec, str]:
-    return load_pipeline(args.pipeline), (
-        args.warehouse or os.environ.get("DELTALOG_WAREHOUSE") or configured_warehouse()
-        or "warehouse"
-    )
+    return load_pipeline(args.pipeline), args.warehouse or default_warehouse()
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -192,7 +189,8 @@ def _pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", help="a pipeline folder, or its name under the pipelines")
     parser.add_argument("--warehouse", metavar="DIR",
                         help="warehouse root (default: $DELTALOG_WAREHOUSE, else the warehouse "
-                        "of [tool.deltalog] in the nearest pyproject.toml, else ./warehouse)")
+                        "of [tool.deltalog] in the nearest pyproject.toml, else warehouse/ "
+                        "in the deltalog repository, as the Dagster resource's)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -177,6 +177,21 @@ def configured_warehouse(start: str | Path | None = None) -> str | None:
     return project.warehouse if project is not None else None
 
 
+WAREHOUSE_ENV = "DELTALOG_WAREHOUSE"
+# (deltalog/pipelines/spec.py: the repository is three folders up)
+REPO_WAREHOUSE = Path(__file__).resolve().parents[2] / "warehouse"
+
+
+def default_warehouse(start: str | Path | None = None) -> str:
+    """Where the warehouse is when nobody says (the ``warehouse`` resource's default and
+    the commands' ``--warehouse``): ``$DELTALOG_WAREHOUSE``, else the ``warehouse`` of
+    ``[tool.deltalog]`` in the nearest ``pyproject.toml`` that has that table (looking
+    from ``start``, default the current directory, upward), else ``warehouse/`` in the
+    repository."""
+    return (os.environ.get(WAREHOUSE_ENV) or configured_warehouse(start)
+            or str(REPO_WAREHOUSE))
+
+
 def _resolve(name_or_dir: str | Path) -> Path:
     path = Path(name_or_dir)
     if path.is_dir():

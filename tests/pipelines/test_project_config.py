@@ -3,12 +3,14 @@
 that has one (from the current directory upward, paths relative to that file), else the
 bundled examples and the repository's warehouse; a table that is not valid is DL402."""
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from deltalog.dagster_project.defs.resources import REPO_ROOT, WAREHOUSE_ENV, default_warehouse_root
 from deltalog.engine.errors import BAD_PROJECT
+from deltalog.pipelines import cli
 from deltalog.pipelines.spec import (
     EXAMPLES_DIR,
     PIPELINES_ENV,
@@ -75,6 +77,9 @@ def test_without_a_table_the_examples(tmp_path, monkeypatch):
     assert project_config() is None
     assert pipeline_folders() == [EXAMPLES_DIR]
     assert default_warehouse_root() == str(REPO_ROOT / "warehouse")
+    # the commands look where the Dagster resource looks, from any folder
+    args = argparse.Namespace(pipeline="debian", warehouse=None)
+    assert cli._pipeline(args)[1] == str(REPO_ROOT / "warehouse")
 
 
 def test_a_uri_warehouse_is_kept_and_start_is_honoured(tmp_path, monkeypatch):

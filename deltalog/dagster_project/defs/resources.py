@@ -14,13 +14,12 @@ from pydantic import Field
 
 from deltalog.engine.partition import BROADCAST_LIMIT
 from deltalog.pipelines import delta_io
-from deltalog.pipelines.spec import configured_warehouse
+from deltalog.pipelines.spec import WAREHOUSE_ENV, default_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-WAREHOUSE_ENV = "DELTALOG_WAREHOUSE"
 STATE_ENV = "DELTALOG_STATE"
 STORAGE_OPTIONS_ENV = delta_io.STORAGE_OPTIONS_ENV
 SPARK_MASTER_ENV = "DELTALOG_SPARK_MASTER"
@@ -30,11 +29,10 @@ PARTITIONS_ENV = "DELTALOG_PARTITIONS"
 
 
 def default_warehouse_root(start: str | Path | None = None) -> str:
-    """``$DELTALOG_WAREHOUSE``, else the ``warehouse`` of ``[tool.deltalog]`` in the nearest
-    ``pyproject.toml`` that has that table (looking from ``start``, default the current
-    directory, upward), else ``warehouse/`` in the repository."""
-    return (os.environ.get(WAREHOUSE_ENV) or configured_warehouse(start)
-            or str(REPO_ROOT / "warehouse"))
+    """``deltalog.pipelines.spec.default_warehouse``: ``$DELTALOG_WAREHOUSE``, else the
+    ``warehouse`` of ``[tool.deltalog]`` in the nearest ``pyproject.toml`` that has that
+    table, else ``warehouse/`` in the repository (as the commands' ``--warehouse``)."""
+    return default_warehouse(start)
 
 
 class WarehouseResource(dg.ConfigurableResource):
