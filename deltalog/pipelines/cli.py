@@ -9,7 +9,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from deltalog.engine.analysis.analyze import load_program
@@ -40,11 +41,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     prog = load_program(decode_source(path.read_bytes(), str(path)), str(path))
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
     check_sources(prog, set(inputs), _looked(args))
-    try:
+    with _at_rule(prog):
         result = evaluate(prog, inputs, max_iterations=args.max_iterations)
-    except DataError as err:
-        _at_rule(prog, err)
-        raise
     functional = [n for n, s in prog.schemas.items() if s.functional]
     out = format_relations(result, functional)
     if out:
@@ -58,12 +56,17 @@ def _print_relation(prog: AnalyzedProgram, name: str, rows: frozenset[Row]) -> N
         sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _at_rule(prog: AnalyzedProgram, err: DataError) -> None:
-    """A second value for a key of a predicate one rule derives: where that rule is."""
-    if err.code == FUNCTIONAL_CONFLICT and isinstance(err.where, str):
-        rules = [r for r in prog.program.rules if r.head.pred == err.where]
-        if len(rules) == 1 and rules[0].loc is not None:
-            err.where = rules[0].loc
+@contextmanager
+def _at_rule(prog: AnalyzedProgram) -> Iterator[None]:
+    """A second value for a key of a predicate one rule derives: said where that rule is."""
+    try:
+        yield
+    except DataError as err:
+        if err.code == FUNCTIONAL_CONFLICT and isinstance(err.where, str):
+            rules = [r for r in prog.program.rules if r.head.pred == err.where]
+            if len(rules) == 1 and rules[0].loc is not None:
+                err.where = rules[0].loc
+        raise
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -75,11 +78,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     inputs = load_facts_dir(Path(args.facts), prog) if args.facts else {}
     scripted = {op.pred for op in ops if op.pred is not None}
     check_sources(prog, set(inputs) | scripted, _looked(args) + " and no insert in the script")
-    try:
+    with _at_rule(prog):
         engine = make_engine(prog, inputs, args.strategy)
-    except DataError as err:
-        _at_rule(prog, err)
-        raise
     pending: dict[str, dict[Row, bool]] = {}
     written: dict[tuple[str, Row], Loc | None] = {}  # where the script inserted a row
     commits = 0
@@ -99,13 +99,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 if delta:
                     deltas[pred] = delta
             try:
-                engine.apply(deltas)
+                with _at_rule(prog):
+                    engine.apply(deltas)
             except DataError as err:  # a row of the script at fault: where it was written
                 at = [loc for p in deltas if p == err.where for r in err.rows
                       if deltas[p].get(r, 0) > 0 and (loc := written.get((p, r))) is not None]
                 if at:  # (of two rows the script wrote, the later)
                     err.where = max(at, key=lambda loc: (loc.line, loc.col))
-                _at_rule(prog, err)
                 raise
             pending = {}
             commits += 1

@@ -380,16 +380,19 @@ def bag_weights(
 
 def _feed(uri: str, start: int, end: int, columns: Sequence[str] | None) -> pa.Table | None:
     """The change data feed of commits start+1..end (None: the table has none, or not for
-    these versions any more, or its columns changed type in between: the feed reads the
-    rows an older version held in the newest version's types, so a float column narrowed
-    to ints reads 2.5 as 2, a row no version held; the caller then compares the versions
-    themselves, each read in its own types)."""
+    these versions any more, or the columns' types at ``start`` or ``end`` are not the
+    latest version's: the feed reads every row in the latest types, so a float column
+    narrowed to ints reads 2.5 as 2, a row no version held; the caller then compares the
+    versions themselves, each read in its own types)."""
     if not cdf_enabled(uri):
         return None
     try:
-        if _types(uri, start, columns) != _types(uri, end, columns):
+        table = open_table(uri)  # (its types are the ones the feed reads rows in)
+        now = _types(table, columns)
+        if any(_types(open_table(uri, v), columns) != now
+               for v in {start, end} - {table.version()}):
             return None
-        reader = open_table(uri).load_cdf(starting_version=start + 1, ending_version=end)
+        reader = table.load_cdf(starting_version=start + 1, ending_version=end)
         feed = pa.table(reader)
     except (DeltaError, pa.ArrowException, OSError):
         return None  # the feed is gone for these versions (enabled later, vacuumed)
@@ -398,9 +401,9 @@ def _feed(uri: str, start: int, end: int, columns: Sequence[str] | None) -> pa.T
     return normalize(feed)
 
 
-def _types(uri: str, version: int, columns: Sequence[str] | None) -> list[tuple[str, str]]:
-    """The (name, Arrow type) of ``columns`` (default: every column) at ``version``."""
-    schema = pa.schema(open_table(uri, version).schema().to_arrow())
+def _types(table: DeltaTable, columns: Sequence[str] | None) -> list[tuple[str, str]]:
+    """The (name, Arrow type) of ``columns`` (default: every column) of ``table``."""
+    schema = pa.schema(table.schema().to_arrow())
     names = list(columns) if columns is not None else schema.names
     return [(n, str(schema.field(n).type)) if n in schema.names else (n, "") for n in names]
 
