@@ -151,17 +151,59 @@ def _reading(uri: str, version: int | None) -> Iterator[None]:
         ) from None
 
 
+def filesystem_of(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:
+    """(Arrow filesystem, path in it) for a file or folder URI, configured from
+    delta-rs-style storage options for S3 (others from the URI and the environment)."""
+    from urllib.parse import urlparse
+
+    from pyarrow import fs
+
+    parsed = urlparse(uri)
+    if parsed.scheme in ("s3", "s3a"):
+        endpoint = storage.get("AWS_ENDPOINT_URL") or storage.get("AWS_ENDPOINT")
+        kwargs: dict[str, Any] = {}
+        if endpoint:
+            host = urlparse(endpoint)
+            kwargs["endpoint_override"] = host.netloc or endpoint
+            kwargs["scheme"] = host.scheme or "https"
+        for option, arg in (("AWS_ACCESS_KEY_ID", "access_key"),
+                            ("AWS_SECRET_ACCESS_KEY", "secret_key"),
+                            ("AWS_SESSION_TOKEN", "session_token"),
+                            ("AWS_REGION", "region")):
+            if storage.get(option):
+                kwargs[arg] = storage[option]
+        return fs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path}"
+    if "://" not in uri:
+        return fs.LocalFileSystem(), os.path.abspath(uri)
+    return fs.FileSystem.from_uri(uri)  # type: ignore[no-any-return]
+
+
+def dataset(dt: DeltaTable, uri: str) -> Any:
+    """The version ``dt`` is at as a pyarrow dataset whose files are read with Arrow's own
+    filesystem (local, or S3 with the warehouse's storage options), not delta-rs's Python
+    file handler: a process that read through that handler aborts at exit now and then
+    ("terminate called without an active exception", delta-rs 1.6 with pyarrow 26), after
+    its work, so a finished run would report failure. Other object stores keep delta-rs's
+    handler (their storage options are delta-rs's to interpret)."""
+    from pyarrow import fs
+
+    text = str(uri)
+    if is_remote(text) and not text.startswith(("s3://", "s3a://")):
+        return dt.to_pyarrow_dataset()
+    raw, root = filesystem_of(text, storage_options(text) or {})
+    return dt.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(root, raw))
+
+
 def read_arrow(uri: str, version: int | None = None) -> pa.Table:
     """The table's contents (at ``version``, default latest), strings as plain ``string``."""
     with _reading(uri, version):
-        return normalize(open_table(uri, version).to_pyarrow_table())
+        return normalize(dataset(open_table(uri, version), uri).to_table())
 
 
 def head(uri: str, version: int | None = None, rows: int = 1) -> pa.Table:
     """The first ``rows`` rows of the table (at ``version``), read lazily."""
     with _reading(uri, version):
-        table = open_table(uri, version)
-        return pa.table(table.to_pyarrow_dataset().head(rows))
+        return pa.table(dataset(open_table(uri, version), uri).head(rows))
 
 
 def row_count(uri: str, version: int | None = None) -> int:
@@ -171,7 +213,7 @@ def row_count(uri: str, version: int | None = None) -> int:
         actions = pa.table(dt.get_add_actions(flatten=True))
         if "num_records" in actions.column_names and actions.column("num_records").null_count == 0:
             return int(pc.sum(actions.column("num_records")).as_py() or 0)
-        return dt.to_pyarrow_table().num_rows
+        return int(dataset(dt, uri).count_rows())
 
 
 def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
@@ -181,25 +223,25 @@ def rows_with_keys(uri: str, version: int, keys: pa.Table) -> pa.Table:
     if not keys.num_rows:
         return read_arrow(uri, version).slice(0, 0)
     with _reading(uri, version):
-        dataset = open_table(uri, version).to_pyarrow_dataset()
+        files = dataset(open_table(uri, version), uri)
         try:
-            found = dataset.to_table(filter=_isin(dataset, keys, keys.column_names))
+            found = files.to_table(filter=_isin(files, keys, keys.column_names))
         except pa.ArrowNotImplementedError:
             # delta-rs states file statistics of string columns as string_view, which Arrow
             # cannot compare with the column's strings: skip files by the other columns.
             plain = [n for n in keys.column_names
-                     if not pa.types.is_string(dataset.schema.field(n).type)]
-            found = dataset.to_table(filter=_isin(dataset, keys, plain))
+                     if not pa.types.is_string(files.schema.field(n).type)]
+            found = files.to_table(filter=_isin(files, keys, plain))
         found = normalize(found)
     names = found.column_names
     return found.join(normalize(keys), keys=keys.column_names, join_type="left semi").select(names)
 
 
-def _isin(dataset: Any, keys: pa.Table, names: Sequence[str]) -> pc.Expression | None:
+def _isin(files: Any, keys: pa.Table, names: Sequence[str]) -> pc.Expression | None:
     """``name in values`` for each of ``names`` (None: no filter)."""
     predicate = None
     for name in names:
-        values = pc.unique(keys.column(name)).cast(dataset.schema.field(name).type)
+        values = pc.unique(keys.column(name)).cast(files.schema.field(name).type)
         term = pc.field(name).isin(values)
         predicate = term if predicate is None else predicate & term
     return predicate
@@ -592,7 +634,7 @@ def replace_contents(
     for attempt in range(COMMIT_RETRIES + 1):
         dt = open_table(uri)
         read_version = dt.version()
-        old = normalize(dt.to_pyarrow_table())
+        old = normalize(dataset(dt, uri).to_table())
         inserted, deleted = _diff(old, new)
         if inserted.num_rows == 0 and deleted.num_rows == 0:
             return 0, 0, read_version

@@ -110,6 +110,33 @@ def test_read_gives_plain_strings(uri):
     assert delta_io.read_arrow(uri).schema.field("label").type == pa.string()
 
 
+def test_reads_use_arrows_own_filesystem_and_the_process_exits_cleanly(tmp_path):
+    """A process that read a table through delta-rs's Python file handler aborted at exit
+    now and then (status 134, more often for dictionary-typed columns): reads go through
+    Arrow's filesystem, and a reading process exits 0 every time. Partition columns and a
+    relative path are read as before."""
+    import subprocess
+    import sys
+
+    from pyarrow import fs
+
+    path = tmp_path / "dict"
+    labels = pa.array(["a", "b", "c"] * 100).dictionary_encode()
+    write_deltalake(str(path), pa.table({"label": labels, "n": pa.array(range(300))}))
+    assert not isinstance(delta_io.dataset(DeltaTable(str(path)), str(path)).filesystem,
+                          fs.PyFileSystem)
+    script = ("import sys; from deltalog.pipelines import delta_io; "
+              "t = delta_io.read_arrow(sys.argv[1]); assert t.num_rows == 300, t.num_rows")
+    codes = [subprocess.run([sys.executable, "-c", script, "dict"], cwd=tmp_path).returncode
+             for _ in range(6)]
+    assert codes == [0] * 6
+    part = str(tmp_path / "part")
+    write_deltalake(part, pa.table({"label": ["a", "b", "a"], "n": [1, 2, 3]}),
+                    partition_by=["label"])
+    assert arrow_to_rows(delta_io.read_arrow(part)) == {("a", 1), ("b", 2), ("a", 3)}
+    assert delta_io.head(part).num_rows == 1
+
+
 def test_stamp_records_metadata_without_rows(uri):
     delta_io.replace_contents(uri, _table(V1), {})
     assert delta_io.stamp(uri, {"why": "empty result"}) == 2

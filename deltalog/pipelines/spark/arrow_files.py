@@ -13,11 +13,12 @@ plans and its UI (its name holds "secret"), or with their own environment's cred
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
+
+from deltalog.pipelines.delta_io import filesystem_of
 
 NAME = "deltalog_arrow_files"
 # Files per Spark task.
@@ -79,29 +80,6 @@ def _conform(table: pa.Table, values: Mapping[str, str | None], schema: pa.Schem
         else:
             columns.append(table.column(field.name).cast(field.type))
     return pa.table(columns, schema=schema)
-
-
-def filesystem_of(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:
-    """(Arrow filesystem, path in it) for a file URI, configured from delta-rs-style
-    storage options for S3 (others from the URI and the environment)."""
-    from pyarrow import fs
-
-    parsed = urlparse(uri)
-    if parsed.scheme in ("s3", "s3a"):
-        endpoint = storage.get("AWS_ENDPOINT_URL") or storage.get("AWS_ENDPOINT")
-        kwargs: dict[str, Any] = {}
-        if endpoint:
-            host = urlparse(endpoint)
-            kwargs["endpoint_override"] = host.netloc or endpoint
-            kwargs["scheme"] = host.scheme or "https"
-        for option, arg in (("AWS_ACCESS_KEY_ID", "access_key"),
-                            ("AWS_SECRET_ACCESS_KEY", "secret_key"),
-                            ("AWS_SESSION_TOKEN", "session_token"),
-                            ("AWS_REGION", "region")):
-            if storage.get(option):
-                kwargs[arg] = storage[option]
-        return fs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path}"
-    return fs.FileSystem.from_uri(uri)  # type: ignore[no-any-return]
 
 
 def read_files(
