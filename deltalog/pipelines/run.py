@@ -189,6 +189,8 @@ class StratumRun:
         self.state_open_s = 0.0  # reading the saved state and loading the engine from it
         self.state_save_s = 0.0  # the engine's bytes and the state file written
         self.rebuilt_because = ""  # why an existing state was replaced by a full load
+        # an interrupted run this one finished: what it wrote and the engine's counters
+        self.finished: tuple[Written, dict[str, Any]] | None = None
         self.lineage: dict[str, str] = {}  # pred -> a sample of the run's change (markdown)
         self.partitioning = ""  # with partitions > 1: the plan, or why the stratum is single
         self.split = self._split() if partitions > 1 else None
@@ -385,8 +387,12 @@ class StratumRun:
         if dict(inputs) == state.input_versions:
             consumed = self._consumed_edbs(edbs)
             if consumed == state.edb_versions:
-                unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
                 sizes = {p: engine.size(p) for p in self.preds}
+                if self.finished is not None:  # the run this one finished is its change
+                    written, stats = self.finished
+                    return self._results("incremental", state.seq, inputs, edbs, written,
+                                         stats, sizes)
+                unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0, frozenset())
                 return self._results("unchanged", state.seq, inputs, edbs, unchanged, {}, sizes)
             # The inputs are the same tables but stand for newer EDB versions (an upstream
             # change that cancelled out): a run with no change records them, for lineage.
@@ -468,9 +474,10 @@ class StratumRun:
             return self._split_full(split, inputs, edbs, floor + 1)
         try:
             pending = state.extra.get("pending")
+            finished = None
             if pending:  # a run that started its tasks and did not finish: the same change
                 seq, p_inputs, p_edbs = int(pending[0]), pending[1], pending[2]
-                self._split_step(split, state, p_inputs, p_edbs, seq)
+                finished = self._split_step(split, state, p_inputs, p_edbs, seq)
                 self.notes.append(f"finished interrupted run {seq} (input versions "
                                   f"{versions_json(p_inputs)}) from the partitions' states")
                 state = load_state(self.path)
@@ -491,6 +498,8 @@ class StratumRun:
             if dict(inputs) == state.input_versions:
                 consumed = self._consumed_edbs(edbs)
                 if consumed == state.edb_versions:
+                    if finished is not None:  # the run this one finished is its change
+                        return finished
                     unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0,
                                         frozenset())
                     return self._results("unchanged", state.seq, inputs, edbs, unchanged,
@@ -767,6 +776,7 @@ class StratumRun:
         written = self.writer.write(
             self.writer.arrow_changes(out), seq, inputs, edbs, txns, skip=frozenset(pending)
         )
+        self.finished = (written, engine.last_stats.as_dict())
         self.notes.append(
             f"finished interrupted run {seq} (committed to {', '.join(pending)} at input "
             f"versions {versions_json(inputs)}) from the saved state"

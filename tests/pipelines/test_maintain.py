@@ -165,6 +165,12 @@ def test_killed_run_converges_to_the_uninterrupted_result(tmp_path, fault, first
         notes = [n for r in results.values() for n in r.notes]
         assert any("finished interrupted run" in n for n in notes), notes
         assert not any("rebuilt" in n for n in notes), notes
+        # the result says the run it finished: its change, not "unchanged"
+        before, after = _expected(spec, EDGES_V1), _expected(spec, EDGES_V2)
+        for pred, r in results.items():
+            assert r.mode == "incremental", (pred, r.mode)
+            assert (r.inserted, r.deleted) == (len(after[pred] - before[pred]),
+                                               len(before[pred] - after[pred])), pred
     # and it goes on incrementally from there
     write_edb(root, spec, edb_tables(EDGES_V3))
     again = _all(spec, root)
