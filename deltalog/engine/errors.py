@@ -85,6 +85,7 @@ TXN_TAKEN = _code("DL310", "the run's commit is already in the table (another ru
 TABLE_UNREADABLE = _code("DL311", "a table version whose data files are missing or damaged")
 NO_FIXPOINT = _code("DL312", "a recursion still deriving facts at the iteration limit asked for")
 TABLE_SHAPE = _code("DL313", "an IDB table whose columns are not the ones the program defines")
+STATE_UNWRITABLE = _code("DL314", "the saved state's folder cannot be written or locked")
 BAD_BINDING = _code("DL401", "pipeline.toml does not match the program, or is not valid TOML")
 BAD_PROJECT = _code("DL402", "a [tool.deltalog] table in pyproject.toml that is not valid")
 NOT_EMPTY = _code("DL403", "deltalog init into a folder that is not empty")

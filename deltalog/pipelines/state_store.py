@@ -44,6 +44,7 @@ import hashlib
 import json
 import mmap
 import os
+import shutil
 import time
 import uuid
 import zlib
@@ -54,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from deltalog.engine.errors import CONCURRENT, DataError, NotSupportedError
+from deltalog.engine.errors import CONCURRENT, STATE_UNWRITABLE, DataError, NotSupportedError
 from deltalog.engine.segments import SegmentSink
 from deltalog.pipelines.faults import fault
 
@@ -180,7 +181,7 @@ def load_state(path: Path) -> StratumState | None:
     size); the caller then rebuilds from the tables. Reads the manifest only."""
     try:
         blob = (path / CURRENT).read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # none, or not a file (a folder in its place): rebuilt from the tables
         return None
     head = len(MAGIC) + 32
     if len(blob) < head or not blob.startswith(MAGIC):
@@ -292,6 +293,8 @@ class Reader:
                 return mmap.mmap(f.fileno(), st.st_size, access=access), check
         except FileNotFoundError:
             raise StoreError(f"segment {name} is missing") from None
+        except OSError as err:  # a folder in its place, no permission to read it
+            raise StoreError(f"segment {name} cannot be read ({err.strerror or err})") from None
 
     def read(self, name: str) -> memoryview:
         if self.segments.get(name, [None])[0] == 0:
@@ -477,8 +480,36 @@ def save_state(
     the header only (the engine of ``state`` kept). ``opened`` is the reader the engine
     was opened from (its unchanged segments are kept, not copied). Returns counters:
     ``bytes_written`` (segments and manifest), ``segments``, ``arrays_written_whole``.
-    Atomic: the manifest is replaced last; a crash before leaves the previous state."""
+    Atomic: the manifest is replaced last; a crash before leaves the previous state.
+
+    A state folder that is a file, or a manifest or segment name that is a folder, is
+    damage no state can be read from: removed first. Raises ``DataError`` DL314 when the
+    folder cannot be written (permissions, a full disk)."""
+    try:
+        return _save(path, state, dump, opened, stratum)
+    except OSError as err:
+        raise DataError(
+            f"the stratum's state cannot be saved ({err.strerror or err}: "
+            f"{err.filename or path}); the tables are committed, and the next run goes on "
+            "from the state saved before (or rebuilds it from the tables) once the folder "
+            "can be written",
+            str(path),
+            STATE_UNWRITABLE,
+        ) from None
+
+
+def _save(
+    path: Path,
+    state: StratumState,
+    dump: Callable[[Writer], bytes] | None,
+    opened: Reader | None,
+    stratum: int,
+) -> dict[str, int]:
+    if path.is_file() or (path.is_symlink() and not path.exists()):
+        path.unlink()
     path.mkdir(parents=True, exist_ok=True)
+    if (path / CURRENT).is_dir():
+        shutil.rmtree(path / CURRENT)
     writer = Writer(path, state.seq, opened, stratum)
     if dump is not None:
         root = dump(writer)
@@ -519,6 +550,9 @@ def _collect(path: Path, live: dict[str, list[Any]]) -> None:
         if name == CURRENT or name in live:
             continue
         if name.endswith(SEG) or name.startswith(f".{CURRENT}."):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
             with contextlib.suppress(FileNotFoundError):
                 entry.unlink()
 
@@ -532,8 +566,14 @@ def drop_state(path: Path) -> bool:
         old.unlink(missing_ok=True)
         had = True
     current = path / CURRENT
-    if current.exists():
+    if current.is_dir():
+        shutil.rmtree(current)
+        had = True
+    elif current.exists():
         current.unlink()
+        had = True
+    if path.is_file():  # a file in the folder's place
+        path.unlink()
         had = True
     if path.is_dir():
         _collect(path, {})
@@ -543,8 +583,9 @@ def drop_state(path: Path) -> bool:
 
 
 def state_exists(path: Path) -> bool:
-    """Whether anything is saved at ``path`` (readable or not)."""
-    return (path / CURRENT).exists() or older_format(path) is not None
+    """Whether anything is saved at ``path`` (readable or not; a file in the folder's
+    place is a damaged state)."""
+    return (path / CURRENT).exists() or path.is_file() or older_format(path) is not None
 
 
 @contextlib.contextmanager
@@ -552,9 +593,17 @@ def stratum_lock(path: Path, wait_seconds: float) -> Iterator[None]:
     """Hold the lock of the stratum whose state is at ``path`` (an ``flock``, released by
     the kernel when the process dies, so a crash never leaves it held). Waits up to
     ``wait_seconds`` for another holder, then raises ``DataError`` DL305."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise DataError(
+            f"the stratum's lock file {lock} cannot be opened ({err.strerror or err}): it "
+            "must be a file this user can write (remove what is in its place)",
+            str(path),
+            STATE_UNWRITABLE,
+        ) from None
     try:
         deadline = time.monotonic() + wait_seconds
         while True:

@@ -267,3 +267,74 @@ def test_an_array_of_no_bytes_is_saved_and_opened(tmp_path, monkeypatch):
     back = state_codec.loads(reader.read(loaded.root), reader)
     assert [a.shape for a in back] == [(5, 0), (0,), (4,)]
     assert back[2].tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("what", ["manifest", "segment", "folder", "lock"])
+def test_a_folder_or_file_in_the_wrong_place_is_rebuilt_or_named(tmp_path, small_segments,
+                                                                  what):
+    """The manifest or a segment made a folder, the state folder made a file: the next run
+    rebuilds from the tables and says so (the damage removed by the save); the lock made a
+    folder: DL314 naming it, nothing committed. Tables equal a recompute after."""
+    import shutil
+
+    from deltalog.engine.errors import DataError
+
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = state_path(root, spec.name, spec.stratum_of("path"))
+    write_edb(root, spec, edb_tables(EDGES_V3))
+    if what == "manifest":
+        (path / CURRENT).unlink()
+        (path / CURRENT).mkdir()
+    elif what == "segment":
+        seg = next(f for f in _store_files(path) if f.name != CURRENT)
+        seg.unlink()
+        seg.mkdir()
+        (seg / "x").write_text("x")
+    elif what == "folder":
+        shutil.rmtree(path)
+        path.write_text("not a folder")
+    else:
+        lock = path.with_name(path.name + ".lock")
+        lock.unlink(missing_ok=True)
+        lock.mkdir()
+        with pytest.raises(DataError) as err:
+            run_all(spec, root)
+        assert err.value.code == "DL314" and str(lock) in err.value.message
+        lock.rmdir()
+    result = run_all(spec, root)["path"]
+    if what != "lock":
+        assert result.mode == "rebuilt", result.notes
+        assert "unreadable" in result.rebuilt_because, result.rebuilt_because
+    assert tables_right(spec, root, EDGES_V3)
+    assert run_all(spec, root)["path"].mode == "unchanged"  # the rebuilt state is good
+
+
+def test_a_state_that_cannot_be_written_is_dl314_and_the_next_run_finishes(tmp_path,
+                                                                           monkeypatch):
+    """A full disk while a stratum's state is saved (after its tables' commits): DL314
+    naming the state's folder, the previous state intact; the next run finishes the run
+    from it."""
+    import errno
+
+    from deltalog.engine.errors import DataError
+
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = state_path(root, spec.name, 0)
+    write_edb(root, spec, edb_tables(EDGES_V3))
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(deltalog.pipelines.state_store.os, "fsync", full)
+        with pytest.raises(DataError) as err:
+            run_all(spec, root)
+    assert err.value.code == "DL314" and str(path.parent) in err.value.message
+    assert "No space left" in err.value.message
+    results = run_all(spec, root)
+    assert {r.mode for r in results.values()} == {"incremental"}
+    notes = [n for r in results.values() for n in r.notes]
+    assert any("finished interrupted run" in n for n in notes), notes
+    assert tables_right(spec, root, EDGES_V3)
