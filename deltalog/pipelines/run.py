@@ -29,7 +29,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -499,7 +499,7 @@ class StratumRun:
                 consumed = self._consumed_edbs(edbs)
                 if consumed == state.edb_versions:
                     if finished is not None:  # the run this one finished is its change
-                        return finished
+                        return [replace(r, notes=tuple(self.notes)) for r in finished]
                     unchanged = Written(txns, dict.fromkeys(self.preds, (0, 0)), 0,
                                         frozenset())
                     return self._results("unchanged", state.seq, inputs, edbs, unchanged,

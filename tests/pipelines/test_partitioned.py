@@ -196,6 +196,34 @@ def test_a_driver_killed_between_its_commits_and_its_state_finishes_the_run_next
     assert _tables(root, spec, "tc")["tc"] == set(evaluate_naive(spec.program, _graph(30, 5))["tc"])
 
 
+def test_a_finished_interrupted_run_is_the_result_when_nothing_newer_came(spark, tmp_path,
+                                                                         monkeypatch):
+    """The driver fails after its commits, before its state (as a driver killed there):
+    the next run, on the same input versions, finishes that run and reports its change,
+    not 'unchanged'."""
+    spec = _pipeline(tmp_path / "t", CLOSURE)
+    root = tmp_path / "w"
+    index = spec.stratum_of("tc")
+    _write(root, spec, _graph(30, 3))
+    StratumRun(root, spec, index, spark=spark, partitions=PARTS).materialize()
+    before = _tables(root, spec, "tc")["tc"]
+    _write(root, spec, _graph(30, 4))
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("driver died")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(StratumRun, "_save_driver", dies)
+        with pytest.raises(RuntimeError):
+            StratumRun(root, spec, index, spark=spark, partitions=PARTS).materialize()
+    [tc] = StratumRun(root, spec, index, spark=spark, partitions=PARTS).materialize()
+    after = set(evaluate_naive(spec.program, _graph(30, 4))["tc"])
+    assert any("finished interrupted run 2" in n for n in tc.notes), tc.notes
+    assert (tc.mode, tc.seq) == ("incremental", 2)
+    assert (tc.inserted, tc.deleted) == (len(after - before), len(before - after)) != (0, 0)
+    assert _tables(root, spec, "tc")["tc"] == after
+
+
 def test_partitions_are_a_knob_one_is_the_single_process_engine(spark, tmp_path):
     spec = _pipeline(tmp_path / "t", CLOSURE)
     root = tmp_path / "w"
