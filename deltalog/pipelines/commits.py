@@ -197,10 +197,13 @@ class CommitWriter:
         stamp_new: bool = False,
         skip: frozenset[str] = frozenset(),
         mode: str | None = None,
+        whole: Mapping[str, pa.Table] | None = None,
     ) -> Written:
         """Commit each predicate's change with transaction version ``seq``: one commit per
         table, none for an empty change except a first, stamped commit (``stamp_new``) to a
         table no deltalog run wrote yet; tables in ``skip`` are counted, not written.
+        A table in ``whole`` (one that holds copies of a row: another writer's) is
+        rewritten as that relation in one overwrite commit; its counts stay the change's.
 
         Raises ``DataError`` when the table already holds run ``seq`` (another run applied
         this change) or when a deleted row is not in the table (nothing committed)."""
@@ -225,7 +228,14 @@ class CommitWriter:
             if pred in skip:
                 continue
             txn = (app_id(self.spec, self.index, pred), seq)
-            if inserted.num_rows or deleted.num_rows:
+            if whole and pred in whole:
+                _, removed, version = delta_io.overwrite(uri, whole[pred], metadata, txn)
+                copies = removed - whole[pred].num_rows + inserted.num_rows - deleted.num_rows
+                self.notes.append(
+                    f"{pred}: the table held {copies} extra copies of rows (another "
+                    "writer's): rewritten whole as the relation, in one commit"
+                )
+            elif inserted.num_rows or deleted.num_rows:
                 last = txns.get(pred, (None, -1))
                 ins, dels, version = delta_io.commit_delta(
                     uri, inserted, deleted, metadata, txn,

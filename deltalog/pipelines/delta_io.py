@@ -747,6 +747,47 @@ def commit_delta(
     raise AssertionError("unreachable")
 
 
+def extra_copies(table: pa.Table) -> int:
+    """How many rows of ``table`` repeat an earlier row (0: it is a set)."""
+    return table.num_rows - _distinct(normalize(table)).num_rows if table.num_columns else 0
+
+
+def overwrite(
+    uri: str,
+    rows: pa.Table,
+    commit_metadata: Mapping[str, object],
+    txn: tuple[str, int],
+) -> tuple[int, int, int]:
+    """Make the table at ``uri`` hold exactly the set ``rows`` in ONE commit that removes
+    every file and writes the rows anew, carrying ``commit_metadata`` and the application
+    transaction ``txn``: for a table holding copies of a row (another writer appended
+    them), which a MERGE keyed on every column cannot bring down to one copy. Returns
+    (rows written, rows removed, version after); DL310 as ``commit_delta``."""
+    app_id, version = txn
+    target = arrow_schema_of(uri)
+    rows = _distinct(normalize(rows).select(target.names).cast(target))
+    for attempt in range(COMMIT_RETRIES + 1):
+        dt = open_table(uri)
+        done = dt.transaction_version(app_id)
+        if done is not None and done >= version:
+            raise DataError(
+                f"application transaction {app_id} version {version} is already committed "
+                f"(table has version {done} of it): another run applied this change",
+                uri,
+                TXN_TAKEN,
+            )
+        removed = row_count(uri)
+        try:
+            write_deltalake(uri, rows, mode="overwrite",
+                            commit_properties=_properties(commit_metadata, txn, 0),
+                            storage_options=storage_options(uri))
+        except CommitFailedError as err:
+            _back_off(attempt, err)
+            continue
+        return rows.num_rows, removed, open_table(uri).version()
+    raise AssertionError("unreachable")
+
+
 def _try_append(
     uri: str, inserted: pa.Table, properties: CommitProperties, attempt: int
 ) -> tuple[int, int, int] | None:

@@ -87,43 +87,56 @@ def spark_differences(
     spec: PipelineSpec,
     versions: Mapping[str, int],
     tables: Mapping[str, str],
-) -> tuple[dict[str, tuple[pa.Table, pa.Table]], dict[str, int]]:
+) -> tuple[dict[str, tuple[pa.Table, pa.Table]], dict[str, int], dict[str, pa.Table]]:
     """For each IDB relation of ``tables`` (relation -> its table's URI), recomputed on Spark
     from the tables in ``versions``: (rows the recompute has that the table lacks, rows the
     table has that the recompute lacks), and the recompute's row count. Computed in Spark
-    (the executors read both), so only the differences reach the driver."""
+    (the executors read both), so only the differences reach the driver; and the
+    relations whose tables hold copies of a row they keep, whole (``table_differences``)."""
     from deltalog.pipelines.spark.compiler import recompute
     from deltalog.pipelines.spark.session import conform
 
     recomputed = recompute(spark, spec.program, table_frames(spark, root, spec, versions),
                            list(tables))
-    changes, sizes = {}, {}
+    changes, sizes, whole = {}, {}, {}
     for pred, uri in tables.items():
         schema = spec.program.schemas[pred]
         expected = conform(recomputed[pred], schema).persist()
         try:
-            changes[pred] = table_differences(spark, expected, uri, schema)
+            added, gone, relation = table_differences(spark, expected, uri, schema)
+            changes[pred] = (added, gone)
+            if relation is not None:
+                whole[pred] = relation
             sizes[pred] = expected.count()
         finally:
             expected.unpersist()
-    return changes, sizes
+    return changes, sizes, whole
 
 
 def table_differences(
     spark: "SparkSession", expected: "DataFrame", uri: str, schema: RelationSchema
-) -> tuple[pa.Table, pa.Table]:
+) -> tuple[pa.Table, pa.Table, pa.Table | None]:
     """(rows of ``expected`` the table at ``uri`` lacks, rows of the table ``expected``
-    lacks), compared in Spark (the executors read the table); only they reach the driver,
-    as Arrow in the relation's schema."""
+    lacks, None), compared in Spark (the executors read the table); only they reach the
+    driver, as Arrow in the relation's schema. When the table holds copies of a row that
+    ``expected`` keeps (another writer appended them), which no MERGE keyed on every column
+    brings down to one copy, the third is ``expected`` whole, for a commit that rewrites
+    the table (read into the driver: such a table is a repair, O(table) anyway)."""
     from deltalog.pipelines.spark.session import conform
 
     actual = conform(delta_io.spark_dataframe(spark, uri), schema)
     arrow_form = arrow_schema(schema)
-    pair = []
-    for df in (expected.subtract(actual), actual.subtract(expected)):
-        arrow = normalize(df.toArrow())
-        pair.append(arrow.rename_columns(arrow_form.names).cast(arrow_form))
-    return pair[0], pair[1]
+
+    def arrow(df: "DataFrame") -> pa.Table:
+        table = normalize(df.toArrow())
+        return table.rename_columns(arrow_form.names).cast(arrow_form)
+
+    distinct = expected.distinct()
+    whole = None
+    if delta_io.row_count(uri):  # (from the log: an empty table, as at a first load, has none)
+        kept_copies = actual.exceptAll(distinct).intersect(distinct)
+        whole = arrow(distinct) if kept_copies.limit(1).count() else None
+    return arrow(expected.subtract(actual)), arrow(actual.subtract(expected)), whole
 
 
 def table_edb_versions(
@@ -191,7 +204,8 @@ def spark_recompute_checks(
                 delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version), schema
             ).persist()
             try:
-                missing, extra = expected.subtract(actual), actual.subtract(expected)
+                # a table is a set: a copy of a row beyond its first is extra
+                missing, extra = expected.subtract(actual), actual.exceptAll(expected.distinct())
                 n_missing, n_extra = missing.count(), extra.count()
                 out[pred] = CheckOutcome(
                     passed=n_missing == 0 and n_extra == 0,

@@ -77,7 +77,12 @@ from deltalog.pipelines.state_store import (
     stratum_lock,
 )
 from deltalog.pipelines.stratum_program import stratum_digest, stratum_program
-from deltalog.schemas.relation import arrow_to_rows, columns_to_arrow, table_difference
+from deltalog.schemas.relation import (
+    arrow_to_rows,
+    columns_to_arrow,
+    rows_to_arrow,
+    table_difference,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -320,15 +325,18 @@ class StratumRun:
         out: dict[str, Delta] = {}  # changes made as rows
         tables: dict[str, tuple[pa.Table, pa.Table]] = {}  # changes made as tables
         sample: dict[str, Mapping[Row, int]] = {}  # every change, for the lineage sample
+        whole: dict[str, pa.Table | None] = {}  # tables holding copies of a row: rewritten
         for pred in self.preds:
             uri = self.writer.uri(pred)
             exists = delta_io.exists(uri)
             table = self._whole_table(engine, pred)
+            held = delta_io.read_arrow(uri) if exists else None
+            if held is not None and delta_io.extra_copies(held):
+                whole[pred] = table
             if table is None:  # the engine keeps the relation as rows
-                current = arrow_to_rows(delta_io.read_arrow(uri)) if exists else set()
+                current = arrow_to_rows(held) if held is not None else set()
                 out[pred] = sample[pred] = diff(current, engine.relation(pred))
-            elif exists:  # a rebuild: the difference with the table, by anti-joins
-                held = delta_io.read_arrow(uri)
+            elif held is not None:  # a rebuild: the difference with the table, by anti-joins
                 added, gone = table_difference(table, held), table_difference(held, table)
                 tables[pred] = (added, gone)
                 sample[pred] = {**dict.fromkeys(arrow_to_rows(gone), -1),
@@ -336,8 +344,12 @@ class StratumRun:
             else:  # a new table: the whole relation, from the engine's columns
                 tables[pred] = (table, table.slice(0, 0))
                 sample[pred] = _AllInserted(engine.store[pred].rows)
-        written = self.writer.write({**self.writer.arrow_changes(out), **tables}, seq, inputs,
-                                    edbs, txns, stamp_new=True)
+        changes = {**self.writer.arrow_changes(out), **tables}  # (DL308 before any commit)
+        relations = {p: t if t is not None else rows_to_arrow(self.spec.program.schemas[p],
+                                                              engine.relation(p))
+                     for p, t in whole.items()}
+        written = self.writer.write(changes, seq, inputs, edbs, txns, stamp_new=True,
+                                    whole=relations)
         self._save(engine, seq, inputs, edbs, written.txns, copies)
         self.lineage = run_sample(engine, sample)
         sizes = {p: engine.size(p) for p in self.preds}
@@ -590,7 +602,8 @@ class StratumRun:
         # the partitions' relations are compared with the tables in Spark: only the
         # differences reach the driver
         run = self._on_spark(split, job, table_records(frames), inputs, load=True)
-        written = self.writer.write(run.changes, seq, inputs, edbs, txns, stamp_new=True)
+        written = self.writer.write(run.changes, seq, inputs, edbs, txns, stamp_new=True,
+                                    whole=run.whole)
         self._save_driver(split, seq, inputs, edbs, written.txns, run.sizes,
                           run.copies_unknown)
         return self._results("full", seq, inputs, edbs, written, self._split_stats(split, run),
@@ -663,7 +676,7 @@ class StratumRun:
         seq = max([state.seq if state is not None else 0, *(t or 0 for t, _ in txns.values())]) + 1
         started = time.perf_counter()
         tables = {pred: self.writer.ensure_table(pred) for pred in self.preds}
-        changes, sizes = spark_differences(spark, self.root, self.spec, inputs, tables)
+        changes, sizes, whole = spark_differences(spark, self.root, self.spec, inputs, tables)
         spark_seconds = time.perf_counter() - started
         fault("after_read", self.index)
         # Before any commit: a state that outlived a half-done rebuild would be reconciled
@@ -671,7 +684,7 @@ class StratumRun:
         if drop_state(self.path):
             self.notes.append("rebuild on Spark: saved state dropped (the next run reloads it)")
         written = self.writer.write(
-            changes, seq, inputs, edbs, txns, stamp_new=True, mode="rebuild"
+            changes, seq, inputs, edbs, txns, stamp_new=True, mode="rebuild", whole=whole
         )
         stats = {"spark_seconds": round(spark_seconds, 3)}
         # The run number of the tables' newest deltalog commits (this rebuild's when it wrote).

@@ -72,3 +72,26 @@ def test_deletions_are_merged(tmp_path):
     assert results["path"].deleted == 1
     assert _last_operation(spec.table_uri(root, "path")) == "MERGE"
     assert tables_right(spec, root, edges)
+
+
+def test_copies_another_writer_appended_to_an_idb_table_are_removed_by_the_rebuild(tmp_path):
+    """An IDB table is a set: copies of its rows that another writer appended make the
+    next run rebuild the stratum, which rewrites the table as the relation in one commit
+    (a MERGE keyed on every column deletes every copy or none); the notes say so, the
+    strata reading the table follow, and every table holds each row once."""
+    from tests.dagster_project.tiny import EDGES_V1 as edges
+
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = spec.table_uri(root, "path")
+    write_deltalake(path, delta_io.read_arrow(path).slice(0, 3), mode="append")
+    changed = [*edges, (6, 7)]
+    write_edb(root, spec, edb_tables(changed))
+    results = run_all(spec, root)
+    assert results["path"].mode == "rebuilt"
+    assert any("3 extra copies" in n for n in results["path"].notes), results["path"].notes
+    assert tables_right(spec, root, changed)
+    for pred in spec.idb_tables:
+        held = delta_io.read_arrow(spec.table_uri(root, pred))
+        assert delta_io.extra_copies(held) == 0, pred
+    assert {r.mode for r in run_all(spec, root).values()} == {"unchanged"}

@@ -61,3 +61,28 @@ def test_the_check_reads_no_table_into_the_driver(tmp_path, spark, monkeypatch):
     outcomes = spark_recompute_checks(spark, root, spec, ["path", "unreachable"])
     assert all(o.passed for o in outcomes.values())
     assert outcomes["path"].engine_rows == outcomes["path"].spark_rows > 0
+
+
+def test_copies_of_a_row_in_a_table_version_fail_the_check(tmp_path, spark):
+    """A table is a set: a version holding a row twice is not the recompute (a check by
+    set difference alone would pass it)."""
+    from deltalake import write_deltalake
+
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    path = spec.table_uri(root, "path")
+    copies = delta_io.read_arrow(path).slice(0, 2)
+    write_deltalake(path, copies, mode="append")
+    # the state and the commit metadata stand for the new version (as a deltalog writer
+    # that appended twice would leave them)
+    index = spec.stratum_of("path")
+    state_file = state_path(root, spec.name, index)
+    state = load_state(state_file)
+    assert state is not None
+    now = delta_io.table_version(path)
+    save_state(state_file, dataclasses.replace(
+        state, table_versions={**state.table_versions, "path": now}))
+    outcome = spark_recompute_checks(spark, root, spec, ["path"])["path"]
+    assert outcome.table_version == now
+    assert not outcome.passed and outcome.n_missing == 0 and outcome.n_extra == 2
+    assert outcome.engine_rows == outcome.spark_rows + 2

@@ -50,6 +50,7 @@ class SparkRun:
     shuffled_bytes: int = 0
     retried: int = 0
     changes: dict[str, tuple[pa.Table, pa.Table]] = field(default_factory=dict)
+    whole: dict[str, pa.Table] = field(default_factory=dict)  # tables holding copies
     copies_unknown: set[str] = field(default_factory=set)  # tables too duplicated to track
 
 
@@ -164,7 +165,7 @@ def run_on_spark(
         run = _collected(job, collected)
         run.shuffled_rows, run.shuffled_bytes = int(rows_acc.value), int(bytes_acc.value)
         if tables is not None:
-            run.changes = _differences(spark, outputs, tables)
+            run.changes, run.whole = _differences(spark, outputs, tables)
         return run
     finally:
         if tables is not None:
@@ -202,17 +203,21 @@ def _collected(job: PartitionJob, collected: list[Record]) -> SparkRun:
 def _differences(
     spark: "SparkSession", outputs: "RDD[Record]",
     tables: Mapping[str, tuple[str, RelationSchema]],
-) -> dict[str, tuple[pa.Table, pa.Table]]:
+) -> tuple[dict[str, tuple[pa.Table, pa.Table]], dict[str, pa.Table]]:
     """Per relation: (rows the partitions derived that its table lacks, rows the table has
-    that they did not), compared in Spark."""
+    that they did not), compared in Spark; and the relations whose tables hold copies of a
+    row they keep, whole (``table_differences``)."""
     from deltalog.pipelines.recompute import table_differences
     from deltalog.schemas.relation import spark_schema
 
-    out = {}
+    out, whole = {}, {}
     for pred, (uri, schema) in tables.items():
         def rows_of(records: Iterable[Record], pred: str = pred) -> Iterator[Any]:
             return (unpack_row(data) for name, _, data in records if name == pred)
 
         derived = spark.createDataFrame(outputs.mapPartitions(rows_of), spark_schema(schema))
-        out[pred] = table_differences(spark, derived, uri, schema)
-    return out
+        added, gone, relation = table_differences(spark, derived, uri, schema)
+        out[pred] = (added, gone)
+        if relation is not None:
+            whole[pred] = relation
+    return out, whole
