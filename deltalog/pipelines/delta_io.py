@@ -93,8 +93,24 @@ def storage_options(uri: str | Path) -> dict[str, str] | None:
 
 
 def open_table(uri: str, version: int | None = None) -> DeltaTable:
-    """The table at ``uri`` (at ``version``, default latest), with its storage options."""
-    return DeltaTable(uri, version=version, storage_options=storage_options(uri))
+    """The table at ``uri`` (at ``version``, default latest), with its storage options.
+
+    A log that cannot be read (a commit file torn by a crashed writer, the commits before
+    a version removed without a checkpoint) is ``TableUnreadable`` DL311 naming the table;
+    a missing table stays ``TableNotFoundError``."""
+    try:
+        return DeltaTable(uri, version=version, storage_options=storage_options(uri))
+    except TableNotFoundError:
+        raise
+    except (DeltaError, OSError) as err:
+        text = str(err).strip()
+        first = text.splitlines()[0][:200] if text else type(err).__name__
+        at = "the latest version" if version is None else f"version {version}"
+        raise TableUnreadable(
+            f"the Delta log of the table cannot be read at {at} ({first}): restore its "
+            "_delta_log files, or write the table anew",
+            uri,
+        ) from None
 
 
 def create_table(uri: str, schema: pa.Schema) -> int:
@@ -436,7 +452,7 @@ def _feed(uri: str, start: int, end: int, columns: Sequence[str] | None) -> pa.T
             return None
         reader = table.load_cdf(starting_version=start + 1, ending_version=end)
         feed = pa.table(reader)
-    except (DeltaError, pa.ArrowException, OSError):
+    except (DeltaError, pa.ArrowException, OSError, TableUnreadable):
         return None  # the feed is gone for these versions (enabled later, vacuumed)
     if columns is not None:
         feed = feed.select([*columns, "_change_type"])
@@ -534,7 +550,7 @@ def versions_since(uri: str, rows: Iterable[Row]) -> dict[Row, int]:
         if not wanted or not cdf_enabled(uri):
             return {}
         feed = pa.table(dt.load_cdf(starting_version=0, ending_version=dt.version()))
-    except (DeltaError, pa.ArrowException, OSError):
+    except (DeltaError, pa.ArrowException, OSError, TableUnreadable):
         return {}
     names = [c for c in feed.column_names if not c.startswith("_")]
     feed = normalize(feed).sort_by("_commit_version")

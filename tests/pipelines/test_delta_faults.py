@@ -142,3 +142,29 @@ def test_a_row_held_twice_and_overwritten_stays(tmp_path):
     DeltaTable(uri).delete("src = 1")
     run_all(spec, root)
     assert tables_right(spec, root, [])
+
+
+@pytest.mark.parametrize("damage", ["torn", "pruned"])
+def test_an_input_whose_log_cannot_be_read_is_dl311_naming_it(tmp_path, damage):
+    """A commit file torn by a crashed writer, or the commits before the latest removed
+    without a checkpoint: the run stops with DL311 naming the input (not delta-rs's own
+    error); once the log is repaired the next run is right."""
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    uri = spec.table_uri(root, "edge")
+    write_deltalake(uri, edge_table([(1, 2), (2, 3), (3, 1)]), mode="overwrite")
+    log = sorted(Path(uri, "_delta_log").glob("*.json"))
+    kept = {f: f.read_bytes() for f in log}
+    if damage == "torn":
+        log[-1].write_text('{"commitInfo": {')
+    else:
+        for f in log[:-1]:
+            f.unlink()
+    with pytest.raises(DeltalogError) as err:
+        run_all(spec, root)
+    assert err.value.code == "DL311" and err.value.where == uri, err.value
+    assert "log" in err.value.message
+    for f, blob in kept.items():  # repaired: the log restored
+        f.write_bytes(blob)
+    run_all(spec, root)
+    assert tables_right(spec, root, [(1, 2), (2, 3), (3, 1)])
