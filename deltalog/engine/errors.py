@@ -86,6 +86,7 @@ TABLE_UNREADABLE = _code("DL311", "a table version whose data files are missing 
 NO_FIXPOINT = _code("DL312", "a recursion still deriving facts at the iteration limit asked for")
 TABLE_SHAPE = _code("DL313", "an IDB table whose columns are not the ones the program defines")
 STATE_UNWRITABLE = _code("DL314", "the saved state's folder cannot be written or locked")
+TABLE_UNWRITABLE = _code("DL315", "a table's files cannot be written (storage full, permissions)")
 BAD_BINDING = _code("DL401", "pipeline.toml does not match the program, or is not valid TOML")
 BAD_PROJECT = _code("DL402", "a [tool.deltalog] table in pyproject.toml that is not valid")
 NOT_EMPTY = _code("DL403", "deltalog init into a folder that is not empty")

@@ -24,6 +24,7 @@ from deltalog.engine.errors import (
     HISTORY_LOST,
     NOT_SUPPORTED,
     TABLE_UNREADABLE,
+    TABLE_UNWRITABLE,
     TXN_TAKEN,
     DataError,
     NotSupportedError,
@@ -116,13 +117,16 @@ def open_table(uri: str, version: int | None = None) -> DeltaTable:
 def create_table(uri: str, schema: pa.Schema) -> int:
     """Create an empty table with the change data feed on and files of about ``FILE_BYTES``;
     returns its version (0)."""
-    if not is_remote(uri):
-        Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    return DeltaTable.create(
-        uri, schema, mode="error",
-        configuration={**CDF_CONFIG, "delta.targetFileSize": str(FILE_BYTES)},
-        storage_options=storage_options(uri),
-    ).version()
+    try:
+        if not is_remote(uri):
+            Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        return DeltaTable.create(
+            uri, schema, mode="error",
+            configuration={**CDF_CONFIG, "delta.targetFileSize": str(FILE_BYTES)},
+            storage_options=storage_options(uri),
+        ).version()
+    except (DeltaError, OSError) as err:
+        raise _write_failed(uri, err) from None
 
 
 def exists(uri: str) -> bool:
@@ -305,13 +309,16 @@ def stamp(
     produced a table whose first result is empty."""
     dt = open_table(uri)
     empty = pa.schema(dt.schema().to_arrow()).empty_table()
-    write_deltalake(
-        uri,
-        empty,
-        mode="append",
-        commit_properties=_properties(commit_metadata, txn),
-        storage_options=storage_options(uri),
-    )
+    try:
+        write_deltalake(
+            uri,
+            empty,
+            mode="append",
+            commit_properties=_properties(commit_metadata, txn),
+            storage_options=storage_options(uri),
+        )
+    except (DeltaError, OSError) as err:
+        raise _write_failed(uri, err) from None
     return open_table(uri).version()
 
 
@@ -800,6 +807,8 @@ def overwrite(
         except CommitFailedError as err:
             _back_off(attempt, err)
             continue
+        except (DeltaError, OSError) as err:
+            raise _write_failed(uri, err) from None
         return rows.num_rows, removed, open_table(uri).version()
     raise AssertionError("unreachable")
 
@@ -814,6 +823,8 @@ def _try_append(
     except CommitFailedError as err:
         _back_off(attempt, err)
         return None
+    except (DeltaError, OSError) as err:
+        raise _write_failed(uri, err) from None
     return inserted.num_rows, 0, open_table(uri).version()
 
 
@@ -940,10 +951,26 @@ def _try_merge(
     except CommitFailedError as err:
         _back_off(attempt, err)
         return None
-    except DeltaError as err:
-        raise DataError(
-            f"the change does not fit the table (a deleted row absent?): {err}",
-            uri,
-            CHANGE_MISFIT,
-        ) from None
+    except (DeltaError, OSError) as err:
+        raise _write_failed(uri, err, merge=True) from None
     return ins, dels, open_table(uri).version()
+
+
+def _write_failed(uri: str, err: Exception, merge: bool = False) -> Exception:
+    """What a failed write of the table is to the user: storage that refused the files
+    (full, read-only, not permitted: an OS error) is DL315, nothing committed; what else
+    delta-rs refuses in a MERGE is DL307 (a deleted row the table does not hold); any
+    other error is itself."""
+    text = str(err).strip()
+    if isinstance(err, OSError) or "os error" in text:
+        cause = text.splitlines()[-1][:300] if text else type(err).__name__
+        return DataError(
+            f"the table's files cannot be written ({cause}); nothing was committed: free "
+            "space or grant write access, then run again",
+            uri,
+            TABLE_UNWRITABLE,
+        )
+    if merge:
+        return DataError(f"the change does not fit the table (a deleted row absent?): {err}",
+                         uri, CHANGE_MISFIT)
+    return err

@@ -4,6 +4,8 @@ someone else's in between, or with deletions, it is a MERGE. Either way the tabl
 naive evaluator, downstream strata read the appended rows from the change feed, and the
 commit carries the run's application transaction."""
 
+from pathlib import Path
+
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
@@ -95,3 +97,43 @@ def test_copies_another_writer_appended_to_an_idb_table_are_removed_by_the_rebui
         held = delta_io.read_arrow(spec.table_uri(root, pred))
         assert delta_io.extra_copies(held) == 0, pred
     assert {r.mode for r in run_all(spec, root).values()} == {"unchanged"}
+
+
+CHILD = """
+import resource, sys
+from pathlib import Path
+from deltalog.engine.errors import DeltalogError
+from deltalog.pipelines.run import StratumRun
+from deltalog.pipelines.spec import load_pipeline
+spec = load_pipeline(Path(sys.argv[1]))
+resource.setrlimit(resource.RLIMIT_FSIZE, (2000, resource.RLIM_INFINITY))
+try:
+    StratumRun(Path(sys.argv[2]), spec, spec.stratum_of("path")).materialize()
+except DeltalogError as err:
+    print("CODE", err.code, err.where)
+    print("MESSAGE", err.message)
+"""
+
+
+def test_storage_that_refuses_the_files_is_dl315_naming_the_table(tmp_path):
+    """Files of at most 2,000 bytes (a full disk, as the OS tells it): the IDB commit
+    fails with DL315 naming the table and the OS's reason (not DL307's "a deleted row
+    absent?"), nothing committed; the next run, with room, is right."""
+    import os
+    import subprocess
+    import sys
+
+    spec, root = make_pipeline(tmp_path)
+    chain = [(i, i + 1) for i in range(1, 60)]  # 1,770 paths: files past 2,000 bytes
+    write_edb(root, spec, edb_tables(chain))
+    repo = str(Path(__file__).resolve().parents[2])
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(spec.directory), str(root)], capture_output=True,
+        text=True, env={**os.environ, "PYTHONPATH": repo}, timeout=300)
+    out = child.stdout
+    assert f"CODE DL315 {spec.table_uri(root, 'path')}" in out, (out, child.stderr[-2000:])
+    assert "File too large" in out
+    assert not delta_io.exists(spec.table_uri(root, "path")) or not delta_io.read_arrow(
+        spec.table_uri(root, "path")).num_rows
+    run_all(spec, root)
+    assert tables_right(spec, root, chain)
