@@ -277,8 +277,8 @@ class StratumRun:
                 elif runs:
                     self._rebuilt(
                         f"no saved state at {self.path}, though run {max(runs)} committed to "
-                        "the tables (the state was removed or is kept elsewhere): rebuilt "
-                        "from the tables"
+                        "the tables (a first run cut short before it saved one, or the "
+                        "state was removed or is kept elsewhere): rebuilt from the tables"
                     )
             return self._full_load(inputs, edbs, floor)
         if state.extra.get("partitions"):
