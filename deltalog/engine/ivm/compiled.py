@@ -514,7 +514,7 @@ class CommitJoin:
         if len(prep.atoms) > kernels.ATOM_SLOTS:
             # (the commit kernel would be compiled again for the longer tuple: minutes)
             raise NotColumnar(f"a body of more than {kernels.ATOM_SLOTS} atoms")
-        for a in prep.atoms:
+        for a in (*prep.atoms, *prep.negations):  # (a negation's index holds every column)
             for c in prog.schemas[a.pred].columns:
                 if c.type not in CODED_TYPES:
                     raise NotColumnar(f"a {c.type} column in {a.pred}")
