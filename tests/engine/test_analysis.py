@@ -71,6 +71,19 @@ def test_a_head_typed_elsewhere_meets_a_declared_body_column_as_dl204():
         analyzed('.decl s(a: string)\np(x) :- s(x).\np(1).')
 
 
+@pytest.mark.parametrize("text", [
+    ".decl a(x: int)\n.decl b(x: float)\n.decl p(t: int)\np(t) :- b(x), a(x), t = x / 2.",
+    ".decl a(x: int)\n.decl p(t: int)\np(t) :- a(x), t = x * 0.5.",
+    ".decl a(x: int)\n.decl p(t: int)\np(t) :- a(x), x / 2.0 = t.",
+])
+def test_a_float_assigned_to_a_variable_of_an_int_head_column_is_dl204(text):
+    """The head types the variable (an int column); the value computed for it is a float:
+    refused, as a float body column into that head is."""
+    with pytest.raises(AnalysisError, match=r"DL204.*int column of 'p', the value is a float"):
+        analyzed(text)
+    analyzed(text.replace("p(t: int)", "p(t: float)"))  # a float column takes it
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
