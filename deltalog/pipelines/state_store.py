@@ -44,6 +44,7 @@ import hashlib
 import json
 import mmap
 import os
+import re
 import shutil
 import time
 import uuid
@@ -144,14 +145,28 @@ class StratumState:
 
 def state_dir(root: str | Path, pipeline: str, state_root: str | Path | None = None) -> Path:
     """The folder of ``pipeline``'s saved states: under ``state_root`` when given (a local
-    disk apart from the warehouse), else under ``<warehouse root>/_deltalog_state``."""
+    disk apart from the warehouse), in a folder of the warehouse's own
+    (``warehouse_key``: projects sharing a state root keep apart states and locks for
+    pipelines of one name), else under ``<warehouse root>/_deltalog_state``."""
     if state_root is None and "://" in str(root) and not str(root).startswith("file://"):
         raise NotSupportedError(
             f"the warehouse {root} is on object storage and the engine state (and its lock) "
             "needs a local folder: set the warehouse resource's state_root or "
             "$DELTALOG_STATE", str(root))
-    base = Path(state_root) if state_root is not None else Path(root) / STATE_DIR
-    return base / pipeline
+    if state_root is None:
+        return Path(root) / STATE_DIR / pipeline
+    return Path(state_root) / warehouse_key(root) / pipeline
+
+
+def warehouse_key(root: str | Path) -> str:
+    """A folder name that tells warehouses apart: the root's last parts, readable, and a
+    hash of the whole (a local root taken absolute, so a relative and an absolute path to
+    one warehouse are one key)."""
+    text = str(root).rstrip("/")
+    if "://" not in text or text.startswith("file://"):
+        text = os.path.abspath(text.removeprefix("file://"))
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-48:] or "warehouse"
+    return f"{name}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:10]}"
 
 
 def state_path(
