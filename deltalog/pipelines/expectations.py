@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.engine.analysis.program import RelationSchema
+from deltalog.engine.errors import NotSupportedError
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.quality import Problem
 
@@ -127,7 +128,7 @@ def _gx() -> Any:
     (it takes that for its own doctest run, and its optional dependencies are missing):
     ``python -c``, a notebook's kernel, a test worker. For that import only, such a
     process is marked interactive (``sys.ps1``), which is what pyspark checks."""
-    if "great_expectations" in sys.modules:
+    if sys.modules.get("great_expectations") is not None:
         return sys.modules["great_expectations"]
     main = sys.modules.get("__main__")
     mark = (main is not None and getattr(main, "__spec__", None) is None
@@ -136,6 +137,13 @@ def _gx() -> Any:
         sys.ps1 = ">>> "
     try:
         import great_expectations as gx
+    except ImportError as err:
+        raise NotSupportedError(
+            "the pipeline names an expectation suite, and Great Expectations is not "
+            f"installed here ({err}): install deltalog with its 'gx' extra "
+            "(pip install 'deltalog[gx]'), or remove the [expectations] entry",
+            "great_expectations",
+        ) from None
     finally:
         if mark:
             del sys.ps1

@@ -191,3 +191,16 @@ def test_a_suite_is_validated_in_a_process_whose_main_module_has_no_file(tmp_pat
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.split() == ["2", "False"], out.stderr[-2000:]
+
+
+def test_a_suite_without_great_expectations_installed_is_dl901_saying_how(pipeline,
+                                                                         monkeypatch):
+    """deltalog installed without its 'gx' extra: a suite's check is a "not supported"
+    error naming the extra, not an import traceback."""
+    from deltalog.engine.errors import NotSupportedError
+
+    spec, root = pipeline
+    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)
+    monkeypatch.setitem(sys.modules, "great_expectations", None)  # (import fails)
+    with pytest.raises(NotSupportedError, match=r"deltalog\[gx\]"):
+        check_input(root, spec, "edge", None)
