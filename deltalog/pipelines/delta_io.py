@@ -198,6 +198,25 @@ def filesystem_of(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:
     return fs.FileSystem.from_uri(uri)  # type: ignore[no-any-return]
 
 
+def _refuse_features(dt: DeltaTable, uri: str, how: str, also: str = "") -> None:
+    """``NotSupportedError`` DL901 for a table whose protocol a read of its Parquet files
+    would get wrong: deletion vectors (rows deleted without rewriting their file; new
+    tables on Databricks have the feature on) or column mapping (columns stored under
+    other names). ``how`` says which reader."""
+    features = set(dt.protocol().reader_features or ())
+    mapping = dt.metadata().configuration.get("delta.columnMapping.mode") or "none"
+    unsupported = sorted(features & {"deletionVectors", "columnMapping"})
+    if mapping != "none":
+        unsupported.append(f"column mapping mode '{mapping}'")
+    if unsupported:
+        raise NotSupportedError(
+            f"{how}, and this table's protocol needs {', '.join(unsupported)}: write a copy "
+            f"of it without (a table keeps a reader feature once turned on){also}",
+            uri,
+            NOT_SUPPORTED,
+        )
+
+
 def dataset(dt: DeltaTable, uri: str) -> Any:
     """The version ``dt`` is at as a pyarrow dataset whose files are read with Arrow's own
     filesystem (local, or S3 with the warehouse's storage options), not delta-rs's Python
@@ -207,6 +226,8 @@ def dataset(dt: DeltaTable, uri: str) -> Any:
     handler (their storage options are delta-rs's to interpret)."""
     from pyarrow import fs
 
+    _refuse_features(dt, uri, "deltalog reads a table version as its Parquet files "
+                     "(delta-rs's Arrow reader)")
     text = str(uri)
     if is_remote(text) and not text.startswith(("s3://", "s3a://")):
         return dt.to_pyarrow_dataset()
@@ -230,6 +251,8 @@ def row_count(uri: str, version: int | None = None) -> int:
     """Row count from the file statistics in the Delta log (no data files read)."""
     with _reading(uri, version):
         dt = open_table(uri, version)
+        _refuse_features(dt, uri, "deltalog counts a table version's rows from its files' "
+                         "statistics")
         actions = pa.table(dt.get_add_actions(flatten=True))
         if "num_records" in actions.column_names and actions.column("num_records").null_count == 0:
             return int(pc.sum(actions.column("num_records")).as_py() or 0)
@@ -853,22 +876,11 @@ def spark_dataframe(spark: "SparkSession", uri: str, version: int | None = None)
 
     with _reading(uri, version):
         dt = open_table(uri, version)
-        features = set(dt.protocol().reader_features or ())
-        mapping = dt.metadata().configuration.get("delta.columnMapping.mode") or "none"
         files = dt.file_uris()
         schema = pa.schema(dt.schema().to_arrow())
         partitions = list(dt.metadata().partition_columns)
-    unsupported = sorted(features & {"deletionVectors", "columnMapping"})
-    if mapping != "none":
-        unsupported.append(f"column mapping mode '{mapping}'")
-    if unsupported:
-        raise NotSupportedError(
-            f"Spark reads Delta tables as their parquet files here, and this table's protocol "
-            f"needs {', '.join(unsupported)}: rewrite it without (or read it where Spark has "
-            "the Delta Lake jars)",
-            uri,
-            NOT_SUPPORTED,
-        )
+    _refuse_features(dt, uri, "Spark reads Delta tables as their parquet files here",
+                     " (or read it where Spark has the Delta Lake jars)")
     if not files:
         return spark.createDataFrame(normalize(schema.empty_table()))
     if is_remote(uri):

@@ -179,6 +179,21 @@ def test_spark_refuses_tables_a_parquet_read_would_get_wrong(tmp_path, spark, co
         delta_io.spark_dataframe(spark, uri)
 
 
+@pytest.mark.parametrize(
+    "config,what",
+    [({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
+     ({"delta.columnMapping.mode": "name"}, "column mapping")],
+)
+def test_reads_refuse_tables_a_parquet_read_would_get_wrong(tmp_path, config, what):
+    """DL901 naming the feature, not DL311's "a data file missing or damaged"."""
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1, 2]}), configuration=config)
+    for read in (delta_io.read_arrow, delta_io.head, delta_io.row_count):
+        with pytest.raises(NotSupportedError, match=f"{what}.*write a copy") as err:
+            read(uri)
+        assert err.value.code == "DL901"
+
+
 def test_rows_arrow_round_trip_and_string_views():
     from deltalog.engine.analysis.program import RelationSchema
     from deltalog.engine.syntax.ast import Column
