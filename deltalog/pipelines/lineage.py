@@ -36,6 +36,7 @@ from deltalog.engine.errors import (
 from deltalog.engine.evaluate import Database, evaluate
 from deltalog.engine.explain import Derivation, Explainer, render
 from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.runtime import diff as rows_diff
 from deltalog.engine.storage import Delta
 from deltalog.engine.syntax.ast import Const
 from deltalog.engine.syntax.parser import parse_program
@@ -148,7 +149,9 @@ def what_if(
     """What each IDB table would gain (+1) and lose (-1) if the EDB facts in ``delete``
     were deleted and those in ``insert`` inserted: each stratum's engine, loaded from its
     saved state (or from the tables when it has none) and caught up with the current
-    input versions in memory, maintains the change. Nothing is written anywhere."""
+    input versions in memory, maintains the change; what catching up changed in a
+    stratum's relations reaches the strata above first (their input tables, the lower
+    strata's, are behind as well). Nothing is written anywhere."""
     prog = spec.program
     change: dict[str, Delta] = {}
     for text, weight in [*((t, -1) for t in delete), *((t, 1) for t in insert)]:
@@ -161,14 +164,49 @@ def what_if(
         # (a fact named twice is one change; one in both lists is there after).
         change.setdefault(pred, {})[row] = weight
     out: dict[str, Delta] = {}
+    # What the lower strata's engines changed in catching up with the inputs' current
+    # versions, which their tables (the inputs of the strata above) do not hold yet.
+    behind: dict[str, Delta] = {}
     for index in range(len(prog.strata)):
-        engine = _current_engine(root, spec, index, state_root)
+        engine, caught_up, loaded = _current_engine(root, spec, index, state_root)
+        lower = {p: _effective(engine, p, d) for p, d in behind.items() if p in engine.prog.edb}
+        if any(lower.values()):
+            caught_up = _compose(caught_up, engine.apply({p: d for p, d in lower.items() if d}))
+        if loaded:
+            caught_up = _compose(caught_up, _against_tables(root, spec, index, engine))
+        behind.update(caught_up)
         inputs = {p: d for p, d in {**change, **out}.items() if p in engine.prog.edb and d}
         effective = {p: _effective(engine, p, d) for p, d in inputs.items()}
         result = engine.apply({p: d for p, d in effective.items() if d}) if inputs else {}
         for pred in prog.strata[index].preds:
             out[pred] = dict(result.get(pred, {}))
     return {pred: delta for pred, delta in out.items() if delta}
+
+
+def _compose(first: Mapping[str, Delta], then: Mapping[str, Delta]) -> dict[str, Delta]:
+    """One change: ``first``, then ``then`` (set changes; a row inserted then deleted is
+    no change)."""
+    out = {p: dict(d) for p, d in first.items()}
+    for pred, delta in then.items():
+        held = out.setdefault(pred, {})
+        for row, w in delta.items():
+            if held.get(row, 0) == -w:
+                del held[row]
+            else:
+                held[row] = w
+    return out
+
+
+def _against_tables(root: str | Path, spec: PipelineSpec, index: int,
+                    engine: IncrementalEngine) -> dict[str, Delta]:
+    """An engine loaded from the tables (no saved state): how its relations differ from
+    its own tables (which the strata above read)."""
+    out = {}
+    for pred in spec.program.strata[index].preds:
+        uri = spec.table_uri(root, pred)
+        held = arrow_to_rows(delta_io.read_arrow(uri)) if delta_io.exists(uri) else set()
+        out[pred] = rows_diff(held, engine.relation(pred))
+    return out
 
 
 def _effective(engine: IncrementalEngine, pred: str, delta: Delta) -> Delta:
@@ -181,8 +219,10 @@ def _effective(engine: IncrementalEngine, pred: str, delta: Delta) -> Delta:
 
 def _current_engine(
     root: str | Path, spec: PipelineSpec, index: int, state_root: str | Path | None
-) -> IncrementalEngine:
-    """Stratum ``index``'s engine at the inputs' current versions, in memory only."""
+) -> tuple[IncrementalEngine, dict[str, Delta], bool]:
+    """Stratum ``index``'s engine at its input tables' current versions, in memory only,
+    the change to its relations that catching up made, and whether it was loaded from the
+    tables (no saved state: no change is known)."""
     reader = InputReader(root, spec, index)
     inputs, _ = reader.snapshot()
     state = load_state(state_path(root, spec.name, index, state_root))
@@ -194,10 +234,10 @@ def _current_engine(
             state = None
     if state is None:
         rows = {pred: reader.read(pred, v) for pred, v in inputs.items()}
-        return IncrementalEngine(stratum_program(spec.program, index), rows)
+        return IncrementalEngine(stratum_program(spec.program, index), rows), {}, True
     if dict(inputs) != state.input_versions:
-        engine.apply(reader.changes(state.input_versions, inputs))
-    return engine
+        return engine, dict(engine.apply(reader.changes(state.input_versions, inputs))), False
+    return engine, {}, False
 
 
 class _Since(dict[tuple[str, Row], str]):

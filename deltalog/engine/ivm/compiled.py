@@ -514,10 +514,11 @@ class CommitJoin:
         if len(prep.atoms) > kernels.ATOM_SLOTS:
             # (the commit kernel would be compiled again for the longer tuple: minutes)
             raise NotColumnar(f"a body of more than {kernels.ATOM_SLOTS} atoms")
-        for a in (*prep.atoms, *prep.negations):  # (a negation's index holds every column)
-            for c in prog.schemas[a.pred].columns:
+        # (a negation's index holds every column of its relation)
+        for pred in [*(a.pred for a in prep.atoms), *(n.pred for n in prep.negations)]:
+            for c in prog.schemas[pred].columns:
                 if c.type not in CODED_TYPES:
-                    raise NotColumnar(f"a {c.type} column in {a.pred}")
+                    raise NotColumnar(f"a {c.type} column in {pred}")
         rule = CompiledRule(prog, prep, Codes([set(rule_strings(prep.rule))]), {})
         kplan = rule.plan({}, frozenset(), plan.order)
         # As at the load (``record_body``): a variable computed by arithmetic is computed
