@@ -35,6 +35,7 @@ from deltalog.engine.analysis.program import RelationSchema
 from deltalog.engine.errors import NotSupportedError
 from deltalog.pipelines import delta_io
 from deltalog.pipelines.quality import Problem
+from deltalog.pipelines.state_store import warehouse_key
 
 # kwargs of an expectation that name columns (GX's own names)
 _COLUMN_KEYS = ("column", "column_A", "column_B")
@@ -104,10 +105,19 @@ class TableReport:
                 + "; ".join(p.what for p in self.problems[:3]))
 
 
-def docs_dir(root: str | Path, pipeline: str, pred: str) -> Path:
-    """Where the Data Docs of ``pred``'s whole-table validation go: under a local warehouse,
-    else under the working folder (Data Docs are local files)."""
-    base = Path(DOCS_DIR) if delta_io.is_remote(root) else Path(root) / DOCS_DIR
+def docs_dir(root: str | Path, pipeline: str, pred: str,
+             state_root: str | Path | None = None) -> Path:
+    """Where the Data Docs of ``pred``'s whole-table validation go (local files): under a
+    local warehouse, else under the state root (the local folder a warehouse on object
+    storage names), in the warehouse's own folder there."""
+    if delta_io.is_remote(root):
+        if state_root is None:
+            raise NotSupportedError(
+                f"the warehouse {root} is on object storage and Data Docs are local files: "
+                "set the warehouse resource's state_root or $DELTALOG_STATE", str(root))
+        base = Path(state_root) / warehouse_key(root) / DOCS_DIR
+    else:
+        base = Path(root) / DOCS_DIR
     return base / pipeline / pred
 
 

@@ -204,3 +204,18 @@ def test_a_suite_without_great_expectations_installed_is_dl901_saying_how(pipeli
     monkeypatch.setitem(sys.modules, "great_expectations", None)  # (import fails)
     with pytest.raises(NotSupportedError, match=r"deltalog\[gx\]"):
         check_input(root, spec, "edge", None)
+
+
+def test_data_docs_of_a_warehouse_on_object_storage_go_under_its_state_root(tmp_path):
+    """Data Docs are local files: under a local warehouse, else under the state root in the
+    warehouse's folder there (they went to the working folder of whatever ran the check)."""
+    from deltalog.engine.errors import NotSupportedError
+    from deltalog.pipelines.state_store import warehouse_key
+
+    assert expectations.docs_dir(tmp_path, "p", "edge").is_relative_to(tmp_path)
+    remote = "s3://bucket/warehouse"
+    docs = expectations.docs_dir(remote, "p", "edge", tmp_path / "state")
+    assert docs.is_relative_to(tmp_path / "state" / warehouse_key(remote))
+    assert docs.parts[-2:] == ("p", "edge")
+    with pytest.raises(NotSupportedError, match="state_root"):
+        expectations.docs_dir(remote, "p", "edge")

@@ -21,11 +21,12 @@ def _check(spec: PipelineSpec, pred: str) -> dg.AssetChecksDefinition:
         asset=asset_key(spec, pred),
         name=CHECK_NAME,
         description=f"`{pred}` meets every expectation of {suite.path.name} (whole table, "
-                    "Great Expectations; Data Docs in the warehouse).",
+                    "Great Expectations; Data Docs in the warehouse, or its state root).",
     )
     def _expectations(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         report = validate_table(spec.table_uri(warehouse.root, pred), pred, suite,
-                                docs_dir(warehouse.root, spec.name, pred))
+                                docs_dir(warehouse.root, spec.name, pred,
+                                         warehouse.state_root))
         return dg.AssetCheckResult(
             passed=not report.problems,
             severity=dg.AssetCheckSeverity.ERROR,
