@@ -98,6 +98,8 @@ class InputReader:
     def __init__(self, root: str | Path, spec: PipelineSpec, index: int):
         self.root, self.spec, self.index = root, spec, index
         self.stratum = spec.program.strata[index]
+        # inputs whose change was read by comparing two versions whole: no change feed
+        self.compared: set[str] = set()
 
     def uri(self, pred: str) -> str:
         return self.spec.table_uri(self.root, pred)
@@ -179,11 +181,22 @@ class InputReader:
             if edb:
                 self.check_schema(pred, version)
             delta = change(pred, uri, old[pred], version, [c.name for c in schema.columns])
+            if not delta_io.cdf_enabled(uri):
+                self.compared.add(pred)
             if edb:
                 delta = quality.check_change(schema, pred, uri, version, delta)
             if delta:
                 out[pred] = delta
         return out
+
+    def feed_note(self) -> str | None:
+        """What the run's notes say about inputs read without a change feed, if any."""
+        if not self.compared:
+            return None
+        names = ", ".join(f"'{p}'" for p in sorted(self.compared))
+        return (f"input {names}: no change data feed, so the change was found by comparing "
+                "two versions whole (it costs the table, not the change); set the table "
+                "property delta.enableChangeDataFeed = true to read only the change")
 
     def check_schema(self, pred: str, version: int) -> None:
         """EDB table ``pred`` at ``version`` has the declared columns (from its log)."""

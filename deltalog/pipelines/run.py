@@ -411,6 +411,8 @@ class StratumRun:
             edbs = consumed
         copies = _copied(state.copies)
         deltas = self._changes(state.input_versions, inputs, copies, engine)
+        if (said := self.reader.feed_note()) is not None:
+            self.notes.append(said)
         self.reader.check_functional(engine, deltas, inputs)
         changed = sum(len(d) for d in deltas.values())
         size = sum(engine.size(p) for p in inputs)
@@ -624,6 +626,8 @@ class StratumRun:
                 state.input_versions, inputs, [p for p in inputs if p not in as_sets])
         except delta_io.HistoryLost as lost:
             raise _Unreconcilable(f"{lost.where}: {lost.message}") from None
+        if (said := self.reader.feed_note()) is not None:
+            self.notes.append(said)
         fault("after_read", self.index)
         state.extra["pending"] = [seq, dict(inputs), dict(edbs)]
         save_state(self.path, state)  # the run this state is in the middle of

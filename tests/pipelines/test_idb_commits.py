@@ -137,3 +137,22 @@ def test_storage_that_refuses_the_files_is_dl315_naming_the_table(tmp_path):
         spec.table_uri(root, "path")).num_rows
     run_all(spec, root)
     assert tables_right(spec, root, chain)
+
+
+def test_an_input_without_a_change_feed_is_said_in_the_notes(tmp_path):
+    """A team's table without the change data feed is maintained from a comparison of two
+    versions (O(table)): the run says so and names the table property to set."""
+    from tests.dagster_project.tiny import edge_table
+
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    uri = spec.table_uri(root, "edge")
+    DeltaTable(uri).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    write_deltalake(uri, edge_table([(6, 7)]), mode="append")
+    results = run_all(spec, root)
+    assert results["path"].mode == "incremental"
+    notes = results["path"].notes
+    assert any("input 'edge': no change data feed" in n and "enableChangeDataFeed" in n
+               for n in notes), notes
+    assert tables_right(spec, root, [*EDGES_V1, (6, 7)])
+    assert not any("change data feed" in n for n in results["unreachable"].notes)
