@@ -132,8 +132,9 @@ def build_definitions(
     from ``project`` (default: the current directory) upward, else the bundled examples.
 
     Resources: ``resources`` as given, else the local set with the warehouse at ``root``,
-    else ``$DELTALOG_WAREHOUSE``, else ``[tool.deltalog] warehouse`` (found as above), else
-    ``warehouse/`` in this repository.
+    else ``$DELTALOG_WAREHOUSE``, else ``[tool.deltalog] warehouse`` (found as above, or
+    from the first of ``paths``), else ``warehouse/`` beside the nearest ``pyproject.toml``
+    above the first of ``paths`` (a team's own pipelines), else in this repository.
 
     Each pipeline is loaded on its own: one with an error is logged and becomes a
     placeholder asset named after its folder whose description is the error.
@@ -141,16 +142,21 @@ def build_definitions(
     if specs is not None and paths is not None:
         raise ValueError("build_definitions takes specs or paths, not both")
     sources: list[PipelineSpec | Path]
+    first: str | Path | None = None  # the first folder of pipelines given
     if specs is not None:
         sources = list(specs)
     else:
         bases = list(paths) if paths is not None else pipeline_folders(project)
+        if paths is not None and bases:
+            first = bases[0]
         sources = list(discover_pipelines(bases))
     loaded, errors = _pipeline_defs(sources)
     merged = dg.Definitions.merge(*loaded) if loaded else dg.Definitions()
     taken = set().union(*(_names(d) for d in loaded))
     if resources is None:
-        resources = local_resources(root if root is not None else default_warehouse_root(project))
+        if root is None:  # (the project of the pipelines given, when no project is)
+            root = default_warehouse_root(project if project is not None else first)
+        resources = local_resources(root)
     return dg.Definitions(
         assets=[*(merged.assets or ()), *_placeholders(errors, taken)],
         asset_checks=merged.asset_checks,

@@ -126,7 +126,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _pipeline(args: argparse.Namespace) -> tuple[PipelineSpec, str]:
-    return load_pipeline(args.pipeline), args.warehouse or default_warehouse()
+    spec = load_pipeline(args.pipeline)  # (its project's warehouse, from any folder)
+    return spec, args.warehouse or default_warehouse(spec.directory)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

@@ -186,10 +186,20 @@ def default_warehouse(start: str | Path | None = None) -> str:
     """Where the warehouse is when nobody says (the ``warehouse`` resource's default and
     the commands' ``--warehouse``): ``$DELTALOG_WAREHOUSE``, else the ``warehouse`` of
     ``[tool.deltalog]`` in the nearest ``pyproject.toml`` that has that table (looking
-    from ``start``, default the current directory, upward), else ``warehouse/`` in the
-    repository."""
-    return (os.environ.get(WAREHOUSE_ENV) or configured_warehouse(start)
-            or str(REPO_WAREHOUSE))
+    from ``start``, default the current directory, upward); else, for a ``start`` outside
+    this repository (a team's own pipelines), ``warehouse/`` beside the nearest
+    ``pyproject.toml`` above it (its project; ``start`` itself without one); else
+    ``warehouse/`` in this repository (the bundled examples')."""
+    found = os.environ.get(WAREHOUSE_ENV) or configured_warehouse(start)
+    if found:
+        return found
+    if start is not None:
+        here = Path(start).resolve()
+        if not here.is_relative_to(REPO_WAREHOUSE.parent):
+            project = next((f for f in (here, *here.parents) if (f / PROJECT_FILE).is_file()),
+                           here)
+            return str(project / "warehouse")
+    return str(REPO_WAREHOUSE)
 
 
 def _resolve(name_or_dir: str | Path) -> Path:

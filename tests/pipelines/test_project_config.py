@@ -130,3 +130,27 @@ def test_the_cli_warehouse_default_follows_the_same_order(project, monkeypatch, 
     assert cli._pipeline(args)[1] == str(tmp_path / "env_wh")
     args.warehouse = "given"
     assert cli._pipeline(args)[1] == "given"
+
+
+def test_a_teams_own_pipelines_without_a_table_keep_their_warehouse_in_their_project(
+        tmp_path, monkeypatch):
+    """A project without [tool.deltalog] that names its own pipeline folders (the README's
+    snippet, the component): the warehouse is beside its pyproject.toml, for the Dagster
+    resource and for the commands given the pipeline's folder from anywhere, not in the
+    deltalog installation."""
+    from deltalog.dagster_project.build import build_definitions
+
+    monkeypatch.delenv(WAREHOUSE_ENV, raising=False)
+    project = tmp_path / "team"
+    (project / "pipelines" / "ops").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "team"\n', encoding="utf-8")
+    (project / "pipelines" / "ops" / "program.dl").write_text(
+        ".decl e(a: int, b: int)\np(x, y) :- e(x, y).\n", encoding="utf-8")
+    (project / "pipelines" / "ops" / "pipeline.toml").write_text(
+        '[edb]\ne = "ops/edb/e"\n[idb]\np = "ops/idb/p"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # anywhere
+    defs = build_definitions(paths=[project / "pipelines"])
+    assert defs.resources is not None
+    assert defs.resources["warehouse"].root == str(project / "warehouse")
+    args = argparse.Namespace(pipeline=str(project / "pipelines" / "ops"), warehouse=None)
+    assert cli._pipeline(args)[1] == str(project / "warehouse")
