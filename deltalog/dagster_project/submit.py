@@ -8,16 +8,33 @@ one when that is not set)::
         debian_update --partitions 32
 
 ``--partitions`` (default ``$DELTALOG_PARTITIONS``, else 1) sets the spark resource's
-partitions per stratum. Exit status 0 when the run succeeded, 1 when it failed (its
-failures printed), 2 for an unknown job.
+partitions per stratum. ``--definitions MODULE[:NAME]`` names a team's own definitions
+(``my_project.definitions``, its ``defs`` unless NAME says; default deltalog's, which
+read ``[tool.deltalog]``). Exit status 0 when the run succeeded, 1 when it failed (its
+failures printed), 2 for an unknown job or definitions.
 """
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
 import dagster as dg
+
+DEFAULT_DEFINITIONS = "deltalog.dagster_project.definitions:defs"
+
+
+def _definitions(name: str) -> dg.Definitions | str:
+    """The ``dg.Definitions`` that ``MODULE[:NAME]`` names, or why there are none."""
+    module, _, attr = name.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr or "defs")
+    except (ImportError, AttributeError) as err:
+        return f"no definitions '{name}' ({err})"
+    if not isinstance(found, dg.Definitions):
+        return f"'{name}' is a {type(found).__name__}, not dagster Definitions"
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("job", help="a job of the definitions, e.g. debian_update")
     parser.add_argument("--partitions", type=int, metavar="N",
                         help="partitions per stratum (default $DELTALOG_PARTITIONS, else 1)")
+    parser.add_argument("--definitions", default=DEFAULT_DEFINITIONS, metavar="MODULE[:NAME]",
+                        help="the Definitions to run a job of: a module (and its attribute, "
+                             f"default defs); default {DEFAULT_DEFINITIONS}")
     args = parser.parse_args(argv)
     if args.partitions is not None:
         if args.partitions < 1:
@@ -34,15 +54,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from deltalog.dagster_project.definitions import defs
-
-    SparkSession.builder.getOrCreate()  # spark-submit's settings; the resource reuses it
+    defs = _definitions(args.definitions)
+    if isinstance(defs, str):
+        print(defs, file=sys.stderr)
+        return 2
     try:
         job = defs.resolve_job_def(args.job)
     except dg.DagsterInvariantViolationError:
         names = ", ".join(sorted(j.name for j in defs.resolve_all_job_defs()))
         print(f"no job '{args.job}'; the jobs are: {names}", file=sys.stderr)
         return 2
+    SparkSession.builder.getOrCreate()  # spark-submit's settings; the resource reuses it
     instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else (
         dg.DagsterInstance.ephemeral())
     result = job.execute_in_process(instance=instance, raise_on_error=False)

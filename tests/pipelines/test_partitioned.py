@@ -288,6 +288,20 @@ def test_spark_submit_runs_the_update_job_partitioned(tmp_path):
     assert unknown.returncode == 2, unknown.stderr[-3000:]
     assert "no job 'no_such_job'" in unknown.stderr + unknown.stdout, [
         line for line in unknown.stderr.splitlines() if "job" in line]
+    # a team's own definitions module (on the path, as its installed package would be)
+    (tmp_path / "team_defs.py").write_text(
+        "from deltalog.dagster_project.build import build_definitions\n"
+        f"mine = build_definitions(paths=[{str(tmp_path)!r}])\n", encoding="utf-8")
+    env_own = {**env, "PYTHONPATH": f"{REPO}:{tmp_path}"}
+    env_own.pop("DELTALOG_PIPELINES")
+    own = subprocess.run([sys.executable, submit.__file__, "--definitions", "team_defs:mine",
+                          "no_such_job"], env=env_own, capture_output=True, text=True,
+                         timeout=600)
+    assert own.returncode == 2 and "tiny_update" in own.stderr, own.stderr[-3000:]
+    gone = subprocess.run([sys.executable, submit.__file__, "--definitions", "nowhere",
+                           "tiny_update"], env=env_own, capture_output=True, text=True,
+                          timeout=600)
+    assert gone.returncode == 2 and "no definitions 'nowhere'" in gone.stderr
 
 
 @pytest.mark.parametrize("pipeline,whole", [
