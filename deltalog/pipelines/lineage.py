@@ -117,12 +117,24 @@ def explain(
     explainer = Explainer(prog, relations)
     trees = explainer.alternatives(pred, row, max(1, alternatives))
     if not trees:
-        raise DataError(
-            f"{format_fact(pred, row)[:-1]} is not in the table of '{pred}' at version "
-            f"{versions[pred]} (ask why not with --why-not)",
-            spec.table_uri(root, pred),
-            BAD_VALUE,
-        )
+        shown, uri = format_fact(pred, row)[:-1], spec.table_uri(root, pred)
+        if not explainer.holds(pred, row):
+            raise DataError(f"{shown} is not in the table of '{pred}' at version "
+                            f"{versions[pred]} (ask why not with --why-not)", uri, BAD_VALUE)
+        from deltalog.pipelines.recompute import table_edb_versions
+
+        _, consumed = table_edb_versions(root, spec, pred)
+        moved = {e: versions[e] for e, v in consumed.items() if versions.get(e, v) != v}
+        if moved:
+            raise DataError(
+                f"{shown} is in the table of '{pred}' at version {versions[pred]}, which "
+                f"stands for the inputs at {_versions_text(consumed)}; they are now at "
+                f"{_versions_text(moved)}, from which it does not follow: run the pipeline "
+                "and ask again",
+                uri, BAD_VALUE)
+        raise DataError(f"{shown} is in the table of '{pred}' at version {versions[pred]} "
+                        "but follows from no input row (written by something else?)",
+                        uri, BAD_VALUE)
     functional = frozenset(n for n, s in prog.schemas.items() if s.functional)
     lines: list[str] = []
     for i, tree in enumerate(trees):
@@ -130,6 +142,10 @@ def explain(
             lines.append(f"derivation {i + 1} (height {tree.height}):")
         lines.extend(render(tree, functional, _since(root, spec, tree.facts()).note))
     return lines
+
+
+def _versions_text(versions: Mapping[str, int]) -> str:
+    return ", ".join(f"{p} version {v}" for p, v in sorted(versions.items()))
 
 
 def why_not(root: str | Path, spec: PipelineSpec, fact: str) -> list[str]:

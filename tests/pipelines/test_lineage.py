@@ -161,6 +161,16 @@ def test_what_if_behind_with_a_lower_state_lost_is_still_relative_to_the_inputs(
                                      **{r: -1 for r in old["unreachable"] - new["unreachable"]}}
 
 
+def test_explain_of_a_row_the_moved_inputs_no_longer_give_says_the_table_is_behind(pipeline):
+    """An input row deleted and no run since: the row is still in the table, and explain
+    says the table stands for older inputs (not that the row is not in the table)."""
+    spec, root = pipeline
+    write_edb(root, spec, edb_tables(EDGES_V1))  # edge(4, 7) deleted, not materialized
+    with pytest.raises(DeltalogError, match=r"is in the table of 'path' .* edge version 2; "
+                       r"they are now at edge version 3, from which it does not follow"):
+        lineage.explain(root, spec, "path(1, 7)")
+
+
 def test_the_command_line(pipeline, capsys):
     from deltalog.pipelines.cli import main
 
