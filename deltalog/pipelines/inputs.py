@@ -30,7 +30,8 @@ def require_table(uri: str, pred: str, spec: PipelineSpec, what: str) -> None:
     if not delta_io.exists(uri):
         raise DataError(
             f"{what} table of '{pred}' does not exist at {uri}: "
-            + ("build the warehouse first" if what == "EDB" else f"materialize '{pred}' first"),
+            + ("write it (its pipeline.toml binds it there) or point the warehouse elsewhere"
+               if what == "EDB" else f"materialize '{pred}' first"),
             spec.name,
             MISSING_INPUT,
         )

@@ -11,7 +11,7 @@ import dagster as dg
 from deltalog.dagster_project.defs.resources import WarehouseResource
 from deltalog.engine.errors import DeltalogError
 from deltalog.pipelines import delta_io, quality
-from deltalog.pipelines.inputs import check_input
+from deltalog.pipelines.inputs import check_input, require_table
 from deltalog.pipelines.spec import PipelineSpec
 from deltalog.schemas.relation import dagster_table_schema
 
@@ -54,8 +54,7 @@ def _edb_asset(spec: PipelineSpec, pred: str) -> dg.AssetsDefinition:
     def _observe(warehouse: WarehouseResource) -> dg.ObserveResult:
         uri = spec.table_uri(warehouse.root, pred)
         try:
-            if not delta_io.exists(uri):
-                raise DeltalogError(f"EDB table of '{pred}' does not exist at {uri}", spec.name)
+            require_table(uri, pred, spec, "EDB")
             version = delta_io.table_version(uri)
             rows = delta_io.row_count(uri, version)
         except DeltalogError as err:
