@@ -102,7 +102,8 @@ def current_relations(
         uri = spec.table_uri(root, pred)
         require_table(uri, pred, spec, "EDB" if pred in spec.edb_tables else "IDB")
         versions[pred] = delta_io.table_version(uri)
-        relations[pred] = arrow_to_rows(delta_io.read_arrow(uri, versions[pred]))
+        names = [c.name for c in spec.program.schemas[pred].columns]  # (only those are read)
+        relations[pred] = arrow_to_rows(delta_io.read_arrow(uri, versions[pred]).select(names))
     return relations, versions
 
 

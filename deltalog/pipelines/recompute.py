@@ -51,9 +51,11 @@ def table_frames(
     versions: Mapping[str, int | None],
 ) -> dict[str, "DataFrame"]:
     """The tables of ``versions`` (table -> version, None: the latest) as DataFrames that
-    Spark's executors read from the versions' files."""
+    Spark's executors read from the versions' files: the declared columns, in their order
+    (a table may hold others, which the program does not read)."""
     return {
-        pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version)
+        pred: delta_io.spark_dataframe(spark, spec.table_uri(root, pred), version).select(
+            *[c.name for c in spec.program.schemas[pred].columns])
         for pred, version in versions.items()
     }
 
