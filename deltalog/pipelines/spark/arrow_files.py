@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from deltalog.pipelines.delta_io import filesystem_of
+from deltalog.pipelines.filesystems import filesystem_of
 
 NAME = "deltalog_arrow_files"
 # Files per Spark task.
