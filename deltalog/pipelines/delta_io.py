@@ -743,20 +743,12 @@ def commit_delta(
     a source row that no clause applies to into a row of nulls, which the table's non-null
     columns reject (DataError DL307, nothing committed); and a MERGE that changes nothing
     commits nothing (so records no transaction)."""
-    app_id, version = txn
     target = arrow_schema_of(uri)
     inserted = normalize(inserted).select(target.names).cast(target)
     deleted = normalize(deleted).select(target.names).cast(target)
     for attempt in range(COMMIT_RETRIES + 1):
         dt = open_table(uri)
-        done = dt.transaction_version(app_id)
-        if done is not None and done >= version:
-            raise DataError(
-                f"application transaction {app_id} version {version} is already committed "
-                f"(table has version {done} of it): another run applied this change",
-                uri,
-                TXN_TAKEN,
-            )
+        _refuse_taken(dt, uri, txn)
         properties = _properties(commit_metadata, txn, 0)
         if deleted.num_rows == 0 and at_version is not None and dt.version() == at_version:
             result = _try_append(uri, inserted, properties, attempt)
@@ -765,6 +757,20 @@ def commit_delta(
         if result is not None:
             return result
     raise AssertionError("unreachable")
+
+
+def _refuse_taken(dt: DeltaTable, uri: str, txn: tuple[str, int]) -> None:
+    """DL310 when the table already holds application transaction ``txn``'s version (or a
+    later one) for its app id: another run applied this change."""
+    app_id, version = txn
+    done = dt.transaction_version(app_id)
+    if done is not None and done >= version:
+        raise DataError(
+            f"application transaction {app_id} version {version} is already committed "
+            f"(table has version {done} of it): another run applied this change",
+            uri,
+            TXN_TAKEN,
+        )
 
 
 def extra_copies(table: pa.Table) -> int:
@@ -783,19 +789,11 @@ def overwrite(
     transaction ``txn``: for a table holding copies of a row (another writer appended
     them), which a MERGE keyed on every column cannot bring down to one copy. Returns
     (rows written, rows removed, version after); DL310 as ``commit_delta``."""
-    app_id, version = txn
     target = arrow_schema_of(uri)
     rows = _distinct(normalize(rows).select(target.names).cast(target))
     for attempt in range(COMMIT_RETRIES + 1):
         dt = open_table(uri)
-        done = dt.transaction_version(app_id)
-        if done is not None and done >= version:
-            raise DataError(
-                f"application transaction {app_id} version {version} is already committed "
-                f"(table has version {done} of it): another run applied this change",
-                uri,
-                TXN_TAKEN,
-            )
+        _refuse_taken(dt, uri, txn)
         removed = row_count(uri)
         try:
             write_deltalake(uri, rows, mode="overwrite",
