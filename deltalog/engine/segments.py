@@ -77,22 +77,29 @@ class SegmentSink(Protocol):
     def array(self, arr: np.ndarray) -> Any: ...
 
 
-# Rows are plain MessagePack: scalars and arrays, and the seek sentinels (in sensitivity
-# intervals) as the one extension.
+# Rows are plain MessagePack: scalars and arrays, and two extensions: the seek sentinels
+# (in sensitivity intervals) and ints beyond 64 bits (the language's ints are unbounded).
 CONST_EXT = 20
+BIGINT_EXT = 21
 CONSTS: dict[str, Any] = {"BOTTOM": BOTTOM, "TOP": TOP}
 CONST_EXTS = {id(v): msgpack.ExtType(CONST_EXT, k.encode()) for k, v in CONSTS.items()}
 
 
 def plain_default(obj: Any) -> Any:
-    """The ``default`` of a plain pack: the seek sentinels are plain; nothing else is."""
+    """The ``default`` of a plain pack: the seek sentinels, and ints MessagePack cannot
+    hold (its ints end at 64 bits), as their two's-complement bytes; nothing else."""
     ext = CONST_EXTS.get(id(obj))
-    if ext is None:
-        raise TypeError
-    return ext
+    if ext is not None:
+        return ext
+    if type(obj) is int:
+        return msgpack.ExtType(BIGINT_EXT, obj.to_bytes(obj.bit_length() // 8 + 1, "big",
+                                                         signed=True))
+    raise TypeError(f"a {type(obj).__name__} in a row of the state")
 
 
 def _plain_ext(code: int, data: bytes) -> Any:
+    if code == BIGINT_EXT:
+        return int.from_bytes(data, "big", signed=True)
     if code != CONST_EXT:
         raise CorruptSegment(f"extension {code} in a page of rows")
     return CONSTS[data.decode()]

@@ -6,7 +6,7 @@ every question a sorted set answers, after any interleaving of changes, saves an
 changed since the open; a damaged page is told by its checksum."""
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sortedcontainers import SortedList
@@ -185,3 +185,32 @@ def test_a_relation_saved_to_segments_opens_paged_and_commits():
     assert opened.delta() == {(1, 1): -1, (20_000, 2): 1}
     copy = state_codec.loads(state_codec.dumps(opened))  # no store: in memory again
     assert type(copy.rows) is set and copy.rows == set(opened.rows)
+
+
+@given(st.lists(st.tuples(st.integers(), st.integers(-(2**70), 2**70)), max_size=20))
+def test_rows_with_ints_beyond_64_bits_round_trip(rows):
+    """The language's ints are unbounded: a page of rows holds them too."""
+    from deltalog.engine.segments import pack_rows, unpack_rows
+
+    assert list(unpack_rows(pack_rows(rows))) == rows
+
+
+def test_a_large_relation_that_gains_an_int_beyond_64_bits_saves_and_reopens(monkeypatch):
+    """A paged relation (its rows in sorted runs and a delta log) gains 2**80 in a commit:
+    the segment store saves it, and the reopened engine holds it."""
+    import deltalog.engine.segments
+    import deltalog.engine.storage
+    from deltalog.engine.analysis.analyze import load_program
+    from deltalog.engine.runtime import IncrementalEngine
+    from deltalog.engine.segments import MemorySegments
+
+    monkeypatch.setattr(deltalog.engine.segments, "PAGED_MIN", 8)
+    monkeypatch.setattr(deltalog.engine.storage, "PAGED_MIN", 8)
+    prog = load_program(".decl a(x: int)\np(x, t) :- a(x), t = x * x.\n")
+    engine = IncrementalEngine(prog, {"a": {(i,) for i in range(50)}})
+    store = MemorySegments()
+    engine = IncrementalEngine.loads(engine.dumps(store), store)
+    engine.apply({"a": {(2**40,): 1, (-(2**45),): 1}})
+    again = IncrementalEngine.loads(engine.dumps(store), store)
+    assert (2**40, 2**80) in again.relation("p") and (-(2**45), 2**90) in again.relation("p")
+    assert again.relation("p") == engine.relation("p")
