@@ -80,13 +80,21 @@ class SegmentSink(Protocol):
 # Rows are plain MessagePack: scalars and arrays, and two extensions: the seek sentinels
 # (in sensitivity intervals) and ints beyond 64 bits (the language's ints are unbounded).
 CONST_EXT = 20
-BIGINT_EXT = 21
+BIGINT_EXT = 25  # (a code the state codec's own extensions do not use)
 CONSTS: dict[str, Any] = {"BOTTOM": BOTTOM, "TOP": TOP}
 CONST_EXTS = {id(v): msgpack.ExtType(CONST_EXT, k.encode()) for k, v in CONSTS.items()}
 
 
+def sentinel_default(obj: Any) -> Any:
+    """The seek sentinels as their extension; nothing else."""
+    ext = CONST_EXTS.get(id(obj))
+    if ext is None:
+        raise TypeError(f"a {type(obj).__name__} is not plain")
+    return ext
+
+
 def plain_default(obj: Any) -> Any:
-    """The ``default`` of a plain pack: the seek sentinels, and ints MessagePack cannot
+    """The ``default`` of a page of rows: the seek sentinels, and ints MessagePack cannot
     hold (its ints end at 64 bits), as their two's-complement bytes; nothing else."""
     ext = CONST_EXTS.get(id(obj))
     if ext is not None:

@@ -45,7 +45,7 @@ from deltalog.engine.segments import (
     PagedRows,
     SegmentSink,
     SegmentSource,
-    plain_default,
+    sentinel_default,
 )
 
 _REF, _OBJ, _LIST, _DICT, _SET, _FROZENSET, _TUPLE, _BIGINT = 1, 2, 3, 4, 5, 6, 7, 8
@@ -75,7 +75,7 @@ class UnsafeState(ValueError):
     """The bytes are not an engine state this code wrote (an unknown type or class)."""
 
 
-_sentinel = plain_default
+_sentinel = sentinel_default  # (the codec writes big ints as its own extension)
 
 
 def _plain(items: Any) -> bytes | None:

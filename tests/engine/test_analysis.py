@@ -84,6 +84,16 @@ def test_a_float_assigned_to_a_variable_of_an_int_head_column_is_dl204(text):
     analyzed(text.replace("p(t: int)", "p(t: float)"))  # a float column takes it
 
 
+@pytest.mark.parametrize("rules", [
+    "p(x) :- a(x).\np(t) :- b(x), t = x / 2.",
+    "p(t) :- b(x), t = x / 2.\np(x) :- a(x).",
+])
+def test_a_float_assigned_to_an_undeclared_int_head_column_makes_it_a_float(rules):
+    """An undeclared column typed int by another rule takes the float: it is a float."""
+    prog = analyzed(".decl a(x: int)\n.decl b(x: float)\n" + rules)
+    assert [c.type for c in prog.schemas["p"].columns] == ["float"]
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

@@ -120,13 +120,14 @@ def _rule_env(rule: Rule, types: ColumnTypes, file: str) -> dict[str, str]:
     # Types flow back from the head too: a head column typed elsewhere (another rule, a
     # declaration) types the variable, and through it the undeclared columns the body
     # reads (``p(x) :- e(x).`` with p's column an int makes e's an int).
-    from_head: set[str] = set()  # typed by the head's column only, so far
+    from_head: set[str] = set()  # typed by a declared head column only, so far
+    widened: set[str] = set()  # typed by an undeclared head column: a float value widens it
     for i, arg in enumerate(rule.head.args):
         if isinstance(arg, Var) and arg.name not in env:
             t = types.col(rule.head.pred, i)
             if t is not None and not (rule.aggregate and arg.name == rule.aggregate.result.name):
                 env[arg.name] = t
-                from_head.add(arg.name)
+                (from_head if (rule.head.pred, i) in types.declared else widened).add(arg.name)
     changed = True
     while changed:
         changed = False
@@ -144,10 +145,15 @@ def _rule_env(rule: Rule, types: ColumnTypes, file: str) -> dict[str, str]:
                 for target, t in ((item.left, rt), (item.right, lt)):
                     if (isinstance(target, Var) and target.name in from_head
                             and env[target.name] == "int" and t == "float"):
-                        # (``p(t) :- b(x), t = x / 2.`` into an int column: a float value)
+                        # (``p(t) :- b(x), t = x / 2.`` into a declared int column)
                         raise AnalysisError(
                             f"type mismatch in {item}: '{target.name}' goes to an int column "
                             f"of '{rule.head.pred}', the value is a float", loc, TYPE_MISMATCH)
+                    if (isinstance(target, Var) and target.name in widened
+                            and env[target.name] == "int" and t == "float"):
+                        env[target.name] = "float"  # (the head's column becomes a float)
+                        widened.discard(target.name)
+                        changed = True
                     if isinstance(target, Var) and t is not None and target.name not in env:
                         env[target.name] = t
                         changed = True

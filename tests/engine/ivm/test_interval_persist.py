@@ -346,13 +346,12 @@ def test_a_damaged_page_is_refused():
         static.stab((0,), 5)
 
 
-def test_values_plain_messagepack_cannot_hold_stay_inline():
-    """An int beyond 64 bits (an aggregate's sum, say): the part is written inline, where
-    the state codec keeps big ints, and reads back the same."""
+def test_values_beyond_64_bits_are_saved_and_read_back():
+    """An int beyond 64 bits (an aggregate's sum, say): the part is written (its pages
+    hold such ints) and reads back the same."""
     records = [((0,), k, k + 2**70, None) for k in range(5_000)]
     store = CollectingSegments()
     root = store.save(partial(state_codec.dumps, StaticIntervals(list(records))))
-    assert not store.segments
     static = state_codec.loads(root, store)
     assert static.live_records() == records
     assert [static.record(p) for p in static.stab((0,), 2**69)] == records
@@ -411,8 +410,7 @@ def test_each_way_a_save_keeps_the_dynamic_part(monkeypatch):
     """A delta behind the chain's first segment while the changes are few; the dynamic
     part whole when they would pass that segment, or past ``COMPACT_CHAIN`` segments;
     nothing when nothing changed; folded into the static part past ``COMPACT_SHARE`` of
-    it, or when the static part writes a new base anyway; inline when a value is not
-    plain MessagePack."""
+    it, or when the static part writes a new base anyway; a value beyond 64 bits alike."""
     monkeypatch.setattr(interval_index, "PAGED_MIN", 64)
     monkeypatch.setattr(interval_index, "COMPACT_CHAIN", 3)
     rng = random.Random(12)
@@ -467,8 +465,8 @@ def test_each_way_a_save_keeps_the_dynamic_part(monkeypatch):
     run(kill=60)  # the static part compacts: the dynamic part folded in with it
     assert index._chain == () and len(index.dynamic) == 0
     assert index.static is not None and index.static.n == index.static.live == len(oracle)
-    run(add=1, value=2**70)  # inline, where the state codec keeps big ints
-    assert index._chain == () and len(index.dynamic) == 1
+    run(add=1, value=2**70)  # an int beyond 64 bits: a segment as any other, read back
+    assert len(index._chain) == 1 and len(index.dynamic) == 1
 
 
 def test_a_dynamic_delta_naming_an_unknown_interval_is_refused():
