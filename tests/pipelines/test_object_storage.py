@@ -86,6 +86,7 @@ def test_dagster_materializes_into_object_storage_with_the_resources_options(s3,
         delta_io.set_storage_options(root, None)
 
 
+@pytest.mark.slow  # (the default run reads S3 through Arrow in Spark in test_own_project_on_s3)
 @pytest.mark.dagster
 @pytest.mark.spark
 def test_spark_checks_read_object_storage_through_arrow(s3, tmp_path, monkeypatch):
