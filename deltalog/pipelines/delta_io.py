@@ -105,14 +105,18 @@ def open_table(uri: str, version: int | None = None) -> DeltaTable:
     except TableNotFoundError:
         raise
     except (DeltaError, OSError) as err:
-        text = str(err).strip()
-        first = text.splitlines()[0][:200] if text else type(err).__name__
         at = "the latest version" if version is None else f"version {version}"
         raise TableUnreadable(
-            f"the Delta log of the table cannot be read at {at} ({first}): restore its "
+            f"the Delta log of the table cannot be read at {at} ({_first_line(err)}): restore its "
             "_delta_log files, or write the table anew",
             uri,
         ) from None
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of what delta-rs, Arrow or the OS said (at most 200 characters)."""
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
 
 
 def create_table(uri: str, schema: pa.Schema) -> int:
@@ -162,11 +166,9 @@ def _reading(uri: str, version: int | None) -> Iterator[None]:
     except TableNotFoundError:
         raise
     except (DeltaError, pa.ArrowException, OSError) as err:
-        text = str(err).strip()
-        first = text.splitlines()[0][:200] if text else type(err).__name__
         at = "its latest version" if version is None else f"version {version}"
         raise TableUnreadable(
-            f"{at} of the table cannot be read ({first}): a data file its log lists is "
+            f"{at} of the table cannot be read ({_first_line(err)}): a data file its log lists is "
             "missing or damaged; restore the file, or write the table anew",
             uri,
         ) from None
@@ -361,11 +363,9 @@ def changes(
 
 
 def _lost(uri: str, start: int, end: int, err: Exception) -> "HistoryLost":
-    text = str(err).strip()
-    first = text.splitlines()[0][:200] if text else type(err).__name__
     return HistoryLost(
         f"the change of the table from version {start} to {end} cannot be read any more "
-        f"({first})",
+        f"({_first_line(err)})",
         uri,
     )
 
