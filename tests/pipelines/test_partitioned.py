@@ -417,6 +417,7 @@ spark.stop()
 """
 
 
+@pytest.mark.slow  # (about 60 s: two executor JVMs; the default run keeps the local retries)
 def test_an_executor_lost_mid_run_on_a_two_executor_cluster_applies_nothing_twice(tmp_path):
     """Local Spark with two executor processes (``local-cluster[2,1,1024]``): the executor
     running partition 3 is killed (its JVM) right after the partition saved its state; Spark
@@ -437,9 +438,9 @@ def test_an_executor_lost_mid_run_on_a_two_executor_cluster_applies_nothing_twic
     assert "Lost executor" in child.stderr or "lost executor" in child.stderr.lower()
 
 
-# (6 random examples beside the two below: each is a few partitioned Spark runs, about 4 s;
+# (3 random examples beside the two below: each is a few partitioned Spark runs, about 4 s;
 # the single-process bag tests run many more of the same operations)
-@settings(max_examples=6, deadline=None, database=None,
+@settings(max_examples=3, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @example(first=[(1, 2), (1, 2), (2, 3)], ops=[("overwrite", [(1, 2), (2, 3)]),
                                               ("append", [(2, 3)]), ("delete", 2)])
