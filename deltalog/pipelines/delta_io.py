@@ -75,13 +75,27 @@ def set_storage_options(root: str | Path, options: Mapping[str, str] | None) -> 
 
 def storage_options(uri: str | Path) -> dict[str, str] | None:
     """The storage options registered for the warehouse that holds ``uri``; for a URI under
-    no registered warehouse (the CLI, a sensor), the JSON object in
-    ``$DELTALOG_STORAGE_OPTIONS`` when ``uri`` is remote; else none."""
+    no registered warehouse (the CLI, a sensor, an input table in another bucket), the JSON
+    object in ``$DELTALOG_STORAGE_OPTIONS`` when ``uri`` is remote, else those of the
+    registered warehouses on the same scheme (one store's credentials: an input in another
+    bucket of it); else none. Warehouses on that scheme with other options are DL300: the
+    options to use are not known."""
     text = str(uri)
     roots = [r for r in _STORAGE if text == r or text.startswith(r + "/")]
     if roots:
         return dict(_STORAGE[max(roots, key=len)])
     configured = os.environ.get(STORAGE_OPTIONS_ENV)
+    if not configured and is_remote(text):
+        scheme = text.split("://", 1)[0]
+        same = {json.dumps(o, sort_keys=True) for r, o in _STORAGE.items()
+                if r.split("://", 1)[0] == scheme and is_remote(r)}
+        if len(same) > 1:
+            raise DataError(
+                f"{text} is under no warehouse, and the warehouses on {scheme}:// have "
+                f"different storage options: give the options for it in "
+                f"${STORAGE_OPTIONS_ENV}", text)
+        if same:
+            return dict(json.loads(same.pop()))
     if configured and is_remote(text):
         try:
             options = json.loads(configured)

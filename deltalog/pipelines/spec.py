@@ -9,6 +9,7 @@ and the materialization code can trust it.
 """
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,10 +119,13 @@ class PipelineSpec:
 
     def table_uri(self, root: str | Path, pred: str) -> str:
         """Where the table of ``pred`` lives under the warehouse ``root``: a local path, or
-        a URI when the warehouse is one (``s3://bucket/wh`` gives ``s3://bucket/wh/rel``)."""
+        a URI when the warehouse is one (``s3://bucket/wh`` gives ``s3://bucket/wh/rel``).
+        An input bound to a URI or an absolute path is read there (``is_located``)."""
         rel = self.edb_tables.get(pred) or self.idb_tables.get(pred)
         if rel is None:
             raise KeyError(f"pipeline '{self.name}' binds no table to '{pred}'")
+        if is_located(rel):
+            return rel
         if "://" in str(root):
             return f"{str(root).rstrip('/')}/{PurePosixPath(rel)}"
         return str(Path(root) / rel)
@@ -223,12 +227,32 @@ def _section(data: Mapping[str, object], key: str, where: str,
         if not isinstance(path, str) or not path.strip():
             raise BindingError(f"[{key}] {pred} must be a non-empty string path", where)
         p = PurePosixPath(path)
-        if p.is_absolute() or ".." in p.parts or "\\" in path:
+        if key == "edb" and _URI.fullmatch(path):
+            continue  # (an input table of the team's lake, read where it is)
+        if key == "edb" and p.is_absolute() and ".." not in p.parts and "\\" not in path:
+            continue
+        schemed = bool(re.match(r"[a-z][a-z0-9+.-]*:", path, re.IGNORECASE))
+        if p.is_absolute() or ".." in p.parts or "\\" in path or schemed:
+            why = (" (output tables are written under the warehouse: their runs' state "
+                   "and locks are the warehouse's; an [edb] table may be a URI or an "
+                   "absolute path)" if key == "idb" and is_located(path) else
+                   " or a URI such as s3://bucket/path" if key == "edb" else "")
             raise BindingError(
-                f'[{key}] {pred} = "{path}" must be a relative path inside {inside}',
+                f'[{key}] {pred} = "{path}" must be a relative path inside {inside}{why}',
                 where,
             )
     return dict(section)
+
+
+# A table URI of a store delta-rs reads (s3://bucket/path, az://..., file:///path).
+_URI = re.compile(r"[a-z][a-z0-9+.-]*://[^\s\\]+", re.IGNORECASE)
+
+
+def is_located(path: str) -> bool:
+    """Whether a table path of ``pipeline.toml`` names its own place (an input table's
+    URI such as ``s3://bucket/bronze/edge``, or an absolute path), not a place under the
+    warehouse."""
+    return "://" in path or PurePosixPath(path).is_absolute()
 
 
 def check_binding(

@@ -321,3 +321,24 @@ def test_an_input_column_rewritten_in_a_narrower_type_is_read_as_each_version_ho
     got = arrow_to_rows(delta_io.read_arrow(spec.table_uri(root, "vs")))
     want = evaluate(spec.program, {"m": arrow_to_rows(delta_io.read_arrow(uri))})["vs"]
     assert got == set(want) == {(7.0,)}
+
+
+def test_an_input_table_outside_the_warehouse_is_read_where_it_is(tmp_path):
+    """[edb] binds an input by absolute path (a team's lake beside the warehouse): runs read
+    it there, and the outputs under the warehouse follow its changes incrementally."""
+    from tests.dagster_project.tiny import BINDING, PROGRAM, run_all, tables_right
+    from tests.local import write_pipeline
+
+    lake = tmp_path / "lake" / "edge"
+    spec = write_pipeline(tmp_path, "tiny", PROGRAM,
+                          BINDING.replace('"tiny/edb/edge"', f'"{lake}"'))
+    root = tmp_path / "warehouse"
+    write_edb(root, spec, edb_tables(EDGES_V1))
+    assert delta_io.table_version(str(lake)) == 1
+    assert not (root / "tiny" / "edb" / "edge").exists()
+    assert {r.mode for r in run_all(spec, root).values()} == {"full"}
+    assert tables_right(spec, root, EDGES_V1)
+    edges = [*EDGES_V1[1:], (9, 1)]
+    write_edb(root, spec, edb_tables(edges))
+    assert run_all(spec, root)["path"].mode == "incremental"
+    assert tables_right(spec, root, edges)

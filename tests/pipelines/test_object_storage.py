@@ -18,7 +18,15 @@ from deltalog.pipelines import delta_io
 from deltalog.pipelines.run import StratumRun
 from deltalog.pipelines.spark import arrow_files
 from deltalog.pipelines.warehouse import write_edb
-from tests.dagster_project.tiny import EDGES_V1, edb_tables, make_pipeline, tables_right
+from tests.dagster_project.tiny import (
+    BINDING,
+    EDGES_V1,
+    PROGRAM,
+    edb_tables,
+    make_pipeline,
+    tables_right,
+)
+from tests.local import write_pipeline
 
 EDGES_V2 = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 1), (6, 7)]
 
@@ -63,6 +71,53 @@ def test_the_environment_gives_options_to_what_no_resource_registered(s3, tmp_pa
     monkeypatch.setenv(delta_io.STORAGE_OPTIONS_ENV, "[1, 2]")
     with pytest.raises(DataError, match="is not a JSON object"):
         delta_io.table_version(spec.table_uri(root, "edge"))
+
+
+def _bucket(s3, name):
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                 aws_access_key_id="deltalog", aws_secret_access_key="deltalog"
+                 ).create_bucket(Bucket=name)
+
+
+def test_an_input_in_another_bucket_is_read_where_it_is_with_the_warehouse_options(
+        s3, tmp_path, monkeypatch):
+    """A team's input table in its lake's bucket (bound by URI in [edb]), the outputs in
+    the warehouse's bucket: runs read the input where it is, with the options registered
+    for the warehouse (one store: one set of credentials), load and maintain the outputs
+    equal to the naive evaluator's; a second warehouse on the same scheme with other
+    options makes the input's options unknown: DL300, unless the environment gives them."""
+    _bucket(s3, "deltalog-lake")
+    lake = "s3://deltalog-lake/bronze/edge"
+    spec = write_pipeline(tmp_path, "tiny", PROGRAM,
+                          BINDING.replace('"tiny/edb/edge"', f'"{lake}"'))
+    root = "s3://deltalog-test/lake-input"
+    monkeypatch.delenv(delta_io.STORAGE_OPTIONS_ENV, raising=False)
+    delta_io.set_storage_options(root, s3)
+    try:
+        write_edb(root, spec, edb_tables(EDGES_V1))
+        assert spec.table_uri(root, "edge") == lake
+        assert delta_io.table_version(lake) == 1
+        first = _run_all(spec, root, tmp_path / "state")
+        assert {r.mode for r in first.values()} == {"full"}
+        assert tables_right(spec, root, EDGES_V1)
+        write_edb(root, spec, edb_tables(EDGES_V2))
+        second = _run_all(spec, root, tmp_path / "state")
+        assert second["path"].mode == "incremental"
+        assert tables_right(spec, root, EDGES_V2)
+        other = "s3://deltalog-test/other-warehouse"
+        delta_io.set_storage_options(other, {**s3, "AWS_SECRET_ACCESS_KEY": "wrong"})
+        try:
+            with pytest.raises(DataError, match="different storage options") as info:
+                delta_io.table_version(lake)
+            assert "error DL300" in str(info.value) and lake in str(info.value)
+            monkeypatch.setenv(delta_io.STORAGE_OPTIONS_ENV, json.dumps(s3))
+            assert delta_io.table_version(lake) == 2
+        finally:
+            delta_io.set_storage_options(other, None)
+    finally:
+        delta_io.set_storage_options(root, None)
 
 
 @pytest.mark.dagster

@@ -89,6 +89,30 @@ def test_paths_stay_inside_the_warehouse(tmp_path, path):
     assert "lonely" in str(err)
 
 
+@pytest.mark.parametrize("path", ["s3://lake/bronze/edge", "/data/lake/edge",
+                                  "file:///data/lake/edge", "gs://b/edge"])
+def test_an_input_table_may_be_bound_where_it_is(tmp_path, path):
+    """An [edb] table may live outside the warehouse (a URI, an absolute path): it is read
+    where it is; the output tables stay under the warehouse."""
+    spec = load_pipeline(_pipeline(tmp_path, GOOD.replace('"g/edb/edge"', f'"{path}"')))
+    assert spec.table_uri("/wh", "edge") == path
+    assert spec.table_uri("s3://wh/root", "edge") == path
+    assert spec.table_uri("s3://wh/root", "path") == "s3://wh/root/g/idb/path"
+
+
+@pytest.mark.parametrize("path", ["s3://lake/silver/lonely", "/data/lonely"])
+def test_an_output_table_outside_the_warehouse_is_refused(tmp_path, path):
+    err = _error(tmp_path, GOOD.replace('"g/idb/lonely"', f'"{path}"'))
+    assert f'lonely = "{path}" must be a relative path inside the warehouse' in str(err)
+    assert "written under the warehouse" in str(err)
+
+
+@pytest.mark.parametrize("path", ["/data/../edge", "s3:/x y", "C:\\lake\\edge"])
+def test_an_input_path_that_is_neither_a_uri_nor_clean_is_refused(tmp_path, path):
+    err = _error(tmp_path, GOOD.replace('"g/edb/edge"', f"'{path}'"))
+    assert "edge" in str(err) and "relative path" in str(err)
+
+
 def test_unknown_section(tmp_path):
     err = _error(tmp_path, GOOD + "[extra]\nx = 1\n")
     assert "extra" in str(err)
