@@ -5,6 +5,7 @@ declared columns. Every bad value is reported with file, line and column, never 
 import csv
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,22 @@ from deltalog.engine.values import Row, Value
 MAX_FIELD = 16 * 1024 * 1024
 
 
+# Numbers as a CSV writes them: ASCII digits, no digit grouping (Python's int() and float()
+# also take ``1_000`` and other scripts' digits, which no other reader of the data would).
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def parse_value(text: str, typ: str) -> Value:
     """A CSV cell as a value of column type ``typ``; raises ValueError when it is not one
     (floats are finite: ``nan``, ``inf`` are not values of the language)."""
     if typ == "int":
+        if not _INT.fullmatch(text.strip()):
+            raise ValueError("not an integer")
         return int(text.strip())
     if typ == "float":
+        if not _FLOAT.fullmatch(text.strip()):
+            raise ValueError("not a number")
         value = float(text.strip())
         if not math.isfinite(value):
             raise ValueError("not finite")

@@ -79,6 +79,31 @@ def test_quoted_csv_cells_name_their_own_column_and_an_open_quote_loses_no_row(
     assert err.startswith(f"{tmp_path / 'facts' / 'e.csv'}:{where}: error "), err
     assert what in err, err
 
+@pytest.mark.parametrize("cell", ["1_000", "\u0663", "0x10", "1e3", ""])
+def test_an_int_cell_is_ascii_digits_only(tmp_path, capsys, cell):
+    """Python's int() takes digit grouping and other scripts' digits; a CSV's int is
+    written in ASCII digits with an optional sign, as every other reader of it reads it."""
+    write(tmp_path, {"p.dl": PROGRAM, "facts/e.csv": f"src,dst\n+1,-2\n3,{cell}\n"})
+    assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
+    assert f"e.csv:3:3: error DL301: column 'dst': {cell!r} is not a valid int" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cell", "ok"), [("2.5", True), ("-.5", True), ("1e-3", True),
+                                          ("+4.", True), ("1_0.5", False), ("infinity", False),
+                                          ("\u0663.5", False), ("1e", False)])
+def test_a_float_cell_is_a_plain_decimal(tmp_path, capsys, cell, ok):
+    program = ".decl w(x: float)\nout(x) :- w(x).\n"
+    write(tmp_path, {"p.dl": program, "facts/w.csv": f"x\n{cell}\n"})
+    code = main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")])
+    out, err = capsys.readouterr()
+    assert code == (0 if ok else 1), err
+    if ok:
+        assert out == f"out({float(cell)!r}).\n"
+    else:
+        assert f"{cell!r} is not a valid float" in err
+
+
 def test_header_must_match_declaration(tmp_path, capsys):
     write(tmp_path, {"p.dl": PROGRAM, "facts/e.csv": "a,b\n1,2\n"})
     assert main(["eval", str(tmp_path / "p.dl"), "--facts", str(tmp_path / "facts")]) == 1
