@@ -153,22 +153,27 @@ STRATEGIES = ("auto", "sensitivity", "dbsp", "recompute")
 
 def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
                 columnar: bool = True) -> StratumMaintainer:
-    """The maintainer of ``stratum`` under ``strategy``. DBSP strata of the graph shape
+    """The maintainer of ``stratum`` under ``strategy``. ``auto`` maintains a recursive
+    stratum the DBSP way, and a non-recursive one too when it qualifies for the columnar
+    kernel (its delta queries cost less than recording and stabbing intervals, and keep
+    less), else by sensitivity indices. DBSP strata of the graph shape
     (``deltalog.engine.dbsp.columnar.columnar_reason``) run on the columnar kernel, and
     sensitivity strata record their first evaluation on the compiled join
     (``deltalog.engine.ivm.compiled``), unless ``columnar`` is off; both ways compute the
     same thing (differential tests). A columnar stratum's aggregate rules read lower strata
     only: the maintainer of a non-recursive stratum of their own keeps them."""
-    use_dbsp = strategy == "dbsp" or (strategy == "auto" and stratum.recursive)
-    if not use_dbsp:
-        from deltalog.engine.ivm.stratum import SensitivityStratum
-
-        return SensitivityStratum(prog, stratum, compiled=columnar)
     from deltalog.engine.dbsp.columnar import (
         ColumnarStratum,
         aggregate_rules,
         columnar_reason,
     )
+
+    use_dbsp = strategy == "dbsp" or (strategy == "auto" and (stratum.recursive or (
+        columnar and columnar_reason(prog, stratum) is None)))
+    if not use_dbsp:
+        from deltalog.engine.ivm.stratum import SensitivityStratum
+
+        return SensitivityStratum(prog, stratum, compiled=columnar)
     from deltalog.engine.dbsp.stratum import DbspStratum
 
     if columnar and columnar_reason(prog, stratum) is None:

@@ -3,7 +3,7 @@
 the cumulative Δr, the inner loop that runs until nothing can change any more) on numpy
 arrays.
 
-A stratum qualifies (``columnar_reason`` is None) when it is recursive, every relation it
+A stratum qualifies (``columnar_reason`` is None) when every relation it
 defines or reads has int, float or string columns (at least one; a functional relation's
 key and value columns alike, a second value for a key found in the commit's new version),
 and every rule is a conjunction of positive atoms (or none: the load starts the rule from
@@ -11,7 +11,9 @@ one empty row) with, beside them, comparisons and assignments over numbers (``+ 
 %``; ints with C/SQL semantics, floats IEEE with no result where it is not finite,
 ``deltalog.engine.semantics``), comparisons of strings (``=``, ``!=`` on codes, an order
 on the strings), and negations of lower strata; a variable joins columns of one type, and
-an int may fill a float column of the head. Constants and repeated variables in atoms are
+an int may fill a float column of the head; a non-recursive stratum, when it has no
+aggregate rules (its delta queries run once, at inner iteration 0). Constants and
+repeated variables in atoms are
 assignments of the plan (``deltalog.engine.join.plan.prepare``), and the head may hold
 constants. An aggregate rule reads lower strata only (the language allows no recursion
 through an aggregate): the maintainer of a non-recursive stratum of its own keeps it
@@ -142,8 +144,8 @@ class _Slow(Exception):
 
 def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
     """Why ``stratum`` cannot be maintained by the columnar kernel (None: it can)."""
-    if not stratum.recursive:
-        return "not recursive"
+    if not stratum.recursive and any(r.aggregate is not None for r in stratum.rules):
+        return "aggregate rules outside recursion (kept per group by their own maintainer)"
     for rule in stratum.rules:
         prep = prepare(rule)
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]

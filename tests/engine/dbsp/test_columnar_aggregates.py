@@ -201,7 +201,8 @@ def test_an_aggregate_rule_keeps_its_recursive_stratum_columnar():
     (m,) = [m for s, m in dbsp.strata if "lab" in s.preds]
     assert isinstance(m, ColumnarStratum) and isinstance(m.aggregates, DbspStratum)
     assert dbsp.slow_paths() == [
-        "lab: maintained by the tuple-at-a-time DBSP kernel (not recursive)"]
+        "lab: maintained by the tuple-at-a-time DBSP kernel (aggregate rules outside "
+        "recursion (kept per group by their own maintainer))"]
 
 
 def test_the_aggregate_maintainer_is_required_exactly_when_there_are_aggregate_rules():
