@@ -192,7 +192,7 @@ class Explainer:
             if isinstance(item, Atom | Compare):
                 names |= item.vars
         head = Atom("#explain", tuple(Var(n) for n in sorted(names)))
-        prep = prepare(Rule(head, rule.body, None, rule.loc))
+        prep = prepare(Rule(head, rule.body, None, rule.loc, rule.casts))
         sources = [self.db.relations[a.pred] for a in prep.atoms]
         plan = build_plan(prep, {i: len(s) for i, s in enumerate(sources)}, self.db.probe)
         relations = [self.db.index(s, plan.perms[i]) for i, s in enumerate(sources)]
@@ -243,7 +243,8 @@ class Explainer:
                 pending.remove(ready)
                 prefix.append(ready)
                 known |= _binds(ready, known)
-                if _has_positive(prefix) and not self._join(Rule(probe, tuple(prefix))):
+                if _has_positive(prefix) and not self._join(
+                        Rule(probe, tuple(prefix), casts=rule.casts)):
                     return f"{where}: no instance of {fact} gets past {ready}"
                 ready = next((it for it in pending if _ready(it, known)), None)
         if rule.aggregate is not None:
@@ -251,8 +252,14 @@ class Explainer:
         return f"{where}: every body item holds for {fact}, yet it is absent (stale tables?)"
 
     def _row(self, pred: str, row: Row) -> Row:
+        """``row`` as ``pred`` holds it: values coerced into its columns, and a whole
+        float in an int column the int (a variable of an int and a float column is a
+        float, ``Rule.casts``: the int atom's fact holds the int)."""
         schema = self.prog.schemas[pred]
-        return tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True))
+        return tuple(
+            int(v) if c.type == "int" and isinstance(v, float) and v.is_integer()
+            else coerce(v, c.type)
+            for v, c in zip(row, schema.columns, strict=True))
 
 
 def _bind_head(rule: Rule, row: Row) -> Rule | None:
@@ -273,7 +280,7 @@ def _bind_head(rule: Rule, row: Row) -> Rule | None:
         else:
             binds[arg.name] = value
     extra = tuple(Compare("=", Var(name), Const(v)) for name, v in binds.items())
-    return Rule(rule.head, extra + rule.body, rule.aggregate, rule.loc)
+    return Rule(rule.head, extra + rule.body, rule.aggregate, rule.loc, rule.casts)
 
 
 def _has_positive(items: list[BodyItem]) -> bool:

@@ -5,15 +5,20 @@ and is never on the product path. Same signature as ``deltalog.engine.evaluate.e
 """
 
 from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.heads import aggregate_rows, check_functional, head_row
-from deltalog.engine.semantics import coerce, compare, eval_expr
+from deltalog.engine.semantics import bind_as, coerce, compare, eval_expr
 from deltalog.engine.syntax.ast import Atom, BodyItem, Compare, Negation, Rule, Var, expr_vars
 from deltalog.engine.values import Row, Value
 
+_NO_CASTS: Mapping[str, str] = MappingProxyType({})
 
-def _match(atom: Atom, row: Row, env: dict[str, Value]) -> dict[str, Value] | None:
+
+def _match(
+    atom: Atom, row: Row, env: dict[str, Value], casts: Mapping[str, str] = _NO_CASTS
+) -> dict[str, Value] | None:
     new = dict(env)
     for arg, v in zip(atom.args, row, strict=True):
         if isinstance(arg, Var):
@@ -21,10 +26,19 @@ def _match(atom: Atom, row: Row, env: dict[str, Value]) -> dict[str, Value] | No
                 if new[arg.name] != v:
                     return None
             else:
-                new[arg.name] = v
+                value = _bind(arg.name, v, casts)
+                if value is None:
+                    return None
+                new[arg.name] = value
         elif arg.value != v:
             return None
     return new
+
+
+def _bind(name: str, value: Value, casts: Mapping[str, str]) -> Value | None:
+    """The value variable ``name`` takes when a binding offers ``value`` (``Rule.casts``)."""
+    typ = casts.get(name)
+    return value if typ is None else bind_as(value, typ)
 
 
 def _ready(item: BodyItem, env: Mapping[str, Value], assigned: frozenset[str]) -> bool:
@@ -58,8 +72,11 @@ def _assigned(items: list[BodyItem]) -> frozenset[str]:
 
 
 def _solve(
-    items: list[BodyItem], env: dict[str, Value], rels: Mapping[str, set[Row]]
+    items: list[BodyItem], env: dict[str, Value], rels: Mapping[str, set[Row]],
+    casts: Mapping[str, str] = _NO_CASTS,
 ) -> Iterator[dict[str, Value]]:
+    """Every extension of ``env`` satisfying ``items``; a variable in ``casts`` (the rule's
+    ``Rule.casts``) is bound to the number in its type (``semantics.bind_as``)."""
     if not items:
         yield env
         return
@@ -77,19 +94,20 @@ def _solve(
     rest = items[:idx] + items[idx + 1 :]
     if isinstance(item, Atom):
         for row in rels.get(item.pred, ()):
-            new = _match(item, row, env)
+            new = _match(item, row, env, casts)
             if new is not None:
-                yield from _solve(rest, new, rels)
+                yield from _solve(rest, new, rels, casts)
     elif isinstance(item, Negation):
-        if not any(_match(item.atom, row, env) is not None for row in rels.get(item.atom.pred, ())):
-            yield from _solve(rest, env, rels)
+        if not any(_match(item.atom, row, env) is not None
+                   for row in rels.get(item.atom.pred, ())):
+            yield from _solve(rest, env, rels, casts)
     else:
         assert isinstance(item, Compare)
         if all(v in env for v in item.vars):
             left = eval_expr(item.left, env)
             right = eval_expr(item.right, env)
             if left is not None and right is not None and compare(item.op, left, right):
-                yield from _solve(rest, env, rels)
+                yield from _solve(rest, env, rels, casts)
             return
         for target, source in ((item.left, item.right), (item.right, item.left)):
             if isinstance(target, Var) and target.name not in env:
@@ -98,13 +116,15 @@ def _solve(
                 except KeyError:
                     continue
                 if value is not None:
-                    yield from _solve(rest, {**env, target.name: value}, rels)
+                    value = _bind(target.name, value, casts)
+                if value is not None:
+                    yield from _solve(rest, {**env, target.name: value}, rels, casts)
                 return
 
 
 def _rule_rows(rule: Rule, prog: AnalyzedProgram, rels: Mapping[str, set[Row]]) -> set[Row]:
     schema = prog.schemas[rule.head.pred]
-    envs = _solve(list(rule.body), {}, rels)
+    envs = _solve(list(rule.body), {}, rels, dict(rule.casts))
     if rule.aggregate is not None:
         return aggregate_rows(rule, schema, envs)
     return {head_row(rule, schema, env) for env in envs}

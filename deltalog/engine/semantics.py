@@ -99,6 +99,15 @@ def float_arith(op: str, a: NDArray[Any], b: NDArray[Any], ok: NDArray[np.bool_]
     return r, ok & np.isfinite(r)
 
 
+def ints_as_floats(ints: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """``bind_as(v, "float")`` on a column of ints: the floats, and where each is exactly
+    its int (elsewhere no float equals the int: no binding)."""
+    floats = ints.astype(np.float64)
+    inside = floats < 2.0**63  # (2**63 - 1 rounds up to 2**63, beyond the int64s)
+    back = np.where(inside, floats, 0.0).astype(np.int64)
+    return floats, inside & (back == ints)
+
+
 def exact_as_floats(ints: NDArray[np.int64]) -> bool:
     """Whether every int compares with a float through float64 as Python compares them
     (exactly): none beyond ``FLOAT_EXACT`` in magnitude."""
@@ -146,6 +155,27 @@ def coerce(value: Value, typ: str) -> Value:
             return float(value)
         if value == 0.0:
             return 0.0
+    return value
+
+
+def bind_as(value: Value, typ: str) -> Value | None:
+    """The value a variable of type ``typ`` takes when a binding (an atom's column, an
+    assignment) offers ``value``, a number of either type (``Rule.casts``): the same
+    number in ``typ``, so that ``x / 2`` means the same whatever binds ``x`` first. An int
+    becomes the float equal to it, a float the int equal to it; None when there is none
+    (an int that no float equals exactly, beyond 2**53 or the float range; a float that
+    is not integral): then no value of ``typ`` equals ``value``, and the binding does not
+    hold, as a comparison ``=`` would not. ``-0.0`` is ``0.0``."""
+    if typ == "float":
+        if isinstance(value, int):
+            try:
+                f = float(value)
+            except OverflowError:
+                return None
+            return f if f == value else None
+        return 0.0 if value == 0.0 else value
+    if typ == "int" and isinstance(value, float):
+        return int(value) if value.is_integer() else None
     return value
 
 

@@ -2,7 +2,8 @@
 
     predicates  declarations, arities, functional form       (DL203, DL205, DL207)
     safety      range restriction, aggregates                (DL201, DL208)
-    typecheck   column types from declarations and constants (DL204)
+    typecheck   column types from declarations and constants (DL204), and the
+                variables of each rule a binding must convert (``Rule.casts``)
     stratify    strata in evaluation order                   (DL202)
 
 then the schemas of undeclared predicates (typed by inference) and the program's facts.
@@ -15,7 +16,7 @@ from deltalog.engine.analysis.predicates import predicates
 from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema
 from deltalog.engine.analysis.safety import safety
 from deltalog.engine.analysis.stratify import stratify
-from deltalog.engine.analysis.typecheck import typecheck
+from deltalog.engine.analysis.typecheck import typecheck, with_casts
 from deltalog.engine.semantics import coerce
 from deltalog.engine.syntax.ast import Atom, Column, Program, Var
 from deltalog.engine.syntax.parser import parse_program
@@ -40,6 +41,7 @@ def analyze(program: Program) -> AnalyzedProgram:
     decls = predicates(program)
     safety(program)
     types = typecheck(program, decls)
+    program = with_casts(program, types)
     idb = {r.head.pred for r in program.rules}
     preds: dict[str, Atom] = {}
     for atom, _ in collect_uses(program):

@@ -2,6 +2,7 @@
 through rules; a value or variable of another type is DL204."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from deltalog.engine.analysis.common import location
@@ -221,3 +222,34 @@ def typecheck(program: Program, decls: dict[str, Decl]) -> ColumnTypes:
     return types
 
 
+def _casts(rule: Rule, types: ColumnTypes, file: str) -> tuple[tuple[str, str], ...]:
+    """``Rule.casts`` of ``rule`` under the program's final column types: each variable the
+    analysis types float that an int column or an int expression may bind, and each it
+    types int that a float expression may bind (``x = a`` with ``a`` a float)."""
+    env = _rule_env(rule, types, file)
+    casts: dict[str, str] = {}
+    for item in rule.body:
+        if isinstance(item, Atom):
+            for i, arg in enumerate(item.args):
+                if (isinstance(arg, Var) and env.get(arg.name) == "float"
+                        and types.col(item.pred, i) == "int"):
+                    casts[arg.name] = "float"
+        elif isinstance(item, Compare) and item.op == "=":
+            where = location(item.loc, file)
+            for target, source in ((item.left, item.right), (item.right, item.left)):
+                if isinstance(target, Var):
+                    t = env.get(target.name)
+                    if {t, _expr_type(source, env, types, where)} == {"int", "float"}:
+                        casts[target.name] = t  # type: ignore[assignment]
+    return tuple(sorted(casts.items()))
+
+
+def with_casts(program: Program, types: ColumnTypes) -> Program:
+    """``program`` with ``Rule.casts`` set on every rule that has some (a variable joining
+    an int and a float column is a float whatever binds it first; an int variable stays an
+    int). The other rules are the same objects."""
+    rules = []
+    for rule in program.rules:
+        casts = _casts(rule, types, program.file)
+        rules.append(replace(rule, casts=casts) if casts != rule.casts else rule)
+    return replace(program, rules=tuple(rules))

@@ -45,6 +45,7 @@ from deltalog.engine.semantics import (
     eval_expr,
     exact_as_floats,
     float_arith,
+    ints_as_floats,
 )
 from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
 
@@ -120,6 +121,17 @@ class CompiledRule:
                         f"variable {v} joins a {types[v]} column with a {c.type} column "
                         f"(rule at {self.rule.loc})"
                     )
+        # A variable the analysis types otherwise than a binding may give it (``Rule.casts``):
+        # an assignment's value is converted (``assign``); codes of an atom's column would
+        # be the other type's.
+        for v, typ in self.rule.casts:
+            if types.get(v, typ) != typ:
+                raise NotColumnar(f"variable {v}, a {typ}, is bound by a {types[v]} column "
+                                  f"(rule at {self.rule.loc})")
+            if v not in types and typ == "int":
+                raise NotColumnar(f"variable {v}, an int, is assigned a float "
+                                  f"(rule at {self.rule.loc})")
+            types[v] = typ
         changed = True
         sources = (*self.prep.assigns, *compare_assignments(self.prep))
         while changed:
@@ -396,16 +408,23 @@ class CompiledRule:
         return (*float_arith(e.op, a, b, ok), "float")
 
     def assign(self, cols: Cols, v: str, e: Expr) -> None:
-        if isinstance(e, Var):
+        """Bind ``v`` to ``e`` on every row (a float variable given an int: the float
+        equal to it, none where there is none, ``semantics.bind_as``)."""
+        float_of_int = self.types.get(v) == "float" and self._expr_type(e, cols.types) == "int"
+        if isinstance(e, Var) and not float_of_int:
             cols.codes[v] = cols.codes[e.name]
             cols.types[v] = cols.types[e.name]
             return
-        if isinstance(e, Const):
+        if isinstance(e, Const) and not float_of_int:
             t = _const_type(e.value)
             cols.codes[v] = np.full(cols.n, self.codes.code(e.value, t), np.int64)
             cols.types[v] = t
             return
         values, ok, t = self._numeric(cols, e)
+        if float_of_int:
+            values, exact = ints_as_floats(values)
+            ok = ok & exact
+            t = "float"
         cols.codes[v] = float_codes(values) if t == "float" else values.astype(np.int64)
         cols.types[v] = t
         cols.keep(ok)

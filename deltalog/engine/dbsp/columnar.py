@@ -17,10 +17,12 @@ repeated variables in atoms are
 assignments of the plan (``deltalog.engine.join.plan.prepare``), and the head may hold
 constants. An aggregate rule reads lower strata only (the language allows no recursion
 through an aggregate): the maintainer of a non-recursive stratum of its own keeps it
-(``aggregate_rules``), and its rows of p enter as the input p@agg. A variable that
-joins an int and a float column stays with the tuple-at-a-time ``DbspStratum``: its value
-is an int or a float depending on the atom that binds it first (``x / 2`` gives 1 or
-1.5), which a vectorized join binding it from either side would not reproduce.
+(``aggregate_rules``), and its rows of p enter as the input p@agg. A rule with a
+variable that joins an int and a float column, or that the analysis types a float where
+an int column binds it (``Rule.casts``), stays with the tuple-at-a-time ``DbspStratum``:
+the variable is a float whatever binds it (``x / 2`` gives 2.5 for 5), and the codes of
+an int column are not a float's. An assignment of an int to a float variable here gives
+the float equal to it (none where there is none, ``semantics.bind_as``).
 
 A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
 body binds) for which a matching row of n exists, kept like an input relation (sorted
@@ -97,11 +99,13 @@ from deltalog.engine.segments import (
     write_run,
 )
 from deltalog.engine.semantics import (
+    bind_as,
     coerce,
     compare,
     eval_expr,
     exact_as_floats,
     float_arith,
+    ints_as_floats,
 )
 from deltalog.engine.storage import CodedRows, Delta, RelationStore, StratumMaintainer
 from deltalog.engine.syntax.ast import Atom, BinOp, Const, Expr, Rule, Var, expr_vars
@@ -211,6 +215,9 @@ def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
         for v, c in zip(a.vars, prog.schemas[a.pred].columns, strict=True):
             if types.setdefault(v, c.type) != c.type:
                 return f"{v} joins {types[v]} and {c.type} columns"
+    for v, typ in prep.rule.casts:
+        if types.get(v, typ) != typ:
+            return f"{v}, a {typ}, is bound by a {types[v]} column"
     var_types = _var_types(prog, prep)
     head = prep.rule.head
     for arg, col in zip(head.args, prog.schemas[head.pred].columns, strict=True):
@@ -265,11 +272,14 @@ def _expr_type(e: Expr, types: Mapping[str, str]) -> str | None:
 
 
 def _var_types(prog: AnalyzedProgram, prep: PreparedRule) -> dict[str, str]:
-    """The column type of every variable of the rule (atoms first, then assignments)."""
+    """The column type of every variable of the rule (atoms first, then the analysis'
+    type of a variable an assignment converts, ``Rule.casts``, then assignments)."""
     types: dict[str, str] = {}
     for a in prep.atoms:
         for v, c in zip(a.vars, prog.schemas[a.pred].columns, strict=True):
             types[v] = c.type
+    for v, typ in prep.rule.casts:
+        types.setdefault(v, typ)
     changed = True
     while changed:
         changed = False
@@ -1642,22 +1652,27 @@ class ColumnarStratum:
 
     def _codes_of(self, rule: _CRule, e: Expr, cols: Mapping[str, I64], n: int,
                   typ: str) -> tuple[I64, Bool]:
-        """The codes of ``e``'s value as a ``typ`` (its own type, or a float for an int)
-        on every row, and the rows where it has one."""
+        """The codes of ``e``'s value as a ``typ`` (its own type, or a float for an int:
+        the float equal to it, ``semantics.bind_as``) on every row, and the rows where it
+        has one."""
         every = np.ones(n, np.bool_)
-        if isinstance(e, Var):
-            c = cols[e.name]
-            return (c if rule.types[e.name] == typ else self._as_float_codes(c)), every
+        if isinstance(e, Var) and rule.types[e.name] == typ:
+            return cols[e.name], every
         assert typ in TYPES
         if isinstance(e, Const):
-            return np.full(n, self.codes[typ].encode([coerce(e.value, typ)])[0], np.int64), every
+            value = bind_as(e.value, typ)
+            if value is None:
+                return np.zeros(n, np.int64), ~every
+            return np.full(n, self.codes[typ].encode([value])[0], np.int64), every
         out = np.zeros(n, np.int64)
         try:
             vals, ok = self._numbers(rule, e, cols, n)
-            out[ok] = self.codes[typ].encode_array(
-                vals[ok].astype(np.float64) if typ == "float" else vals[ok])
+            if typ == "float" and vals.dtype == np.int64:
+                vals, exact = ints_as_floats(vals)
+                ok = ok & exact
+            out[ok] = self.codes[typ].encode_array(vals[ok])
         except _Slow:
-            py = [coerce(x, typ) if x is not None else None
+            py = [bind_as(x, typ) if x is not None else None
                   for x in self._slow(rule, e, cols, n)]
             ok = np.fromiter((x is not None for x in py), np.bool_, n)
             out[ok] = self.codes[typ].encode([x for x in py if x is not None])

@@ -6,6 +6,8 @@ delta) first in the variable order.
 
 Only the seed carries weights, and the caller reads them once its variables are bound;
 the other atoms are sets (weight 1), and intermediate trie levels carry no weight.
+
+A level with a ``cast`` binds its variable as ``deltalog.engine.join.leapfrog`` does.
 """
 
 from collections.abc import Callable, Sequence
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from deltalog.engine.join.ceil_trie import CeilTrieIterator
 from deltalog.engine.join.plan import Env, RulePlan
 from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.semantics import bind_as
 from deltalog.engine.storage import SortedRows
 
 
@@ -38,7 +41,7 @@ def delta_join(
     levels = []
     for lvl in plan.levels:
         checks = tuple(lvl.checks)
-        levels.append((lvl.var, [iters[a] for a in lvl.atoms], lvl.source, checks))
+        levels.append((lvl.var, [iters[a] for a in lvl.atoms], lvl.source, checks, lvl.cast))
     n = len(levels)
 
     def ok(checks: tuple[Callable[[Env], bool], ...]) -> bool:
@@ -48,9 +51,11 @@ def delta_join(
         if i == n:
             emit(env)
             return
-        var, parts, source, checks = levels[i]
+        var, parts, source, checks, cast = levels[i]
         if source is not None:
             value = source(env)
+            if value is not None and cast is not None:
+                value = bind_as(value, cast)
             if value is None:
                 return
             for it in parts:
@@ -69,9 +74,11 @@ def delta_join(
         if len(parts) == 1:
             it = parts[0]
             while not it.at_end():
-                env[var] = it.key()
-                if ok(checks):
-                    descend(i + 1)
+                value = it.key() if cast is None else bind_as(it.key(), cast)
+                if value is not None:
+                    env[var] = value
+                    if ok(checks):
+                        descend(i + 1)
                 it.next()
         elif not any(it.at_end() for it in parts):
             ring = sorted(parts, key=lambda it: it.key())
@@ -82,9 +89,11 @@ def delta_join(
                 it = ring[p]
                 x = it.key()
                 if x == xmax:
-                    env[var] = x
-                    if ok(checks):
-                        descend(i + 1)
+                    value = x if cast is None else bind_as(x, cast)
+                    if value is not None:
+                        env[var] = value
+                        if ok(checks):
+                            descend(i + 1)
                     it.next()
                 else:
                     it.seek(xmax)

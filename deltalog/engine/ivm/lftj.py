@@ -15,6 +15,9 @@ the greatest first key records (−inf, v]; the values below it cannot match, wh
 other atoms hold. Without it a unary filter atom deep in the order (``c(z)`` under
 ``a(x, y), b(y, z)``) is sensitive below its first key in every context, and inserting
 a small value re-evaluates them all. ``paper_trace=True`` records every open.
+
+A level with a ``cast`` binds its variable as ``deltalog.engine.join.leapfrog`` does (the
+iterators and the recorded intervals keep the atoms' keys).
 """
 
 from collections.abc import Callable, Sequence
@@ -24,6 +27,7 @@ from deltalog.engine.ivm.oracle import OracleNode
 from deltalog.engine.join.ceil_trie import CeilTrieIterator
 from deltalog.engine.join.plan import Env, RulePlan
 from deltalog.engine.join.trie import JoinStats
+from deltalog.engine.semantics import bind_as
 from deltalog.engine.sentinels import BOTTOM, TOP
 from deltalog.engine.storage import SortedRows
 
@@ -127,13 +131,13 @@ class JoinRun:
                 check = checks[0]
             elif checks:
                 check = lambda e, cs=tuple(checks): all(c(e) for c in cs)  # noqa: E731
-            levels.append((lvl.var, parts, logs, lvl.source, check))
+            levels.append((lvl.var, parts, logs, lvl.source, check, lvl.cast))
 
         def descend(i: int, node: OracleNode | None) -> bool:
             if i == n:
                 emit(prefixes[exist_level], env)
                 return True
-            var, parts, logs, source, check = levels[i]
+            var, parts, logs, source, check, cast = levels[i]
             rule_prefix = prefixes[i]
             stop_at_first = i >= exist_level
             # The open's interval (−inf, v] matters where the oracle reaches −inf; inside a
@@ -148,6 +152,8 @@ class JoinRun:
             found = False
             if source is not None:
                 value = source(env)
+                if value is not None and cast is not None:
+                    value = bind_as(value, cast)
                 child: OracleNode | None = None
                 ok = value is not None
                 if ok and node is not None:
@@ -173,7 +179,7 @@ class JoinRun:
             else:
                 segments = _FULL_SEGMENTS if node is None else node.segments
                 found = self._leapfrog(i, var, parts, logs, check, segments, stop_at_first,
-                                       rule_prefix, descend)
+                                       rule_prefix, descend, cast)
             for it in parts:
                 it.up()
             return found
@@ -217,6 +223,7 @@ class JoinRun:
         stop_at_first: bool,
         rule_prefix: tuple[Any, ...],
         descend: Callable[[int, OracleNode | None], bool],
+        cast: str | None,
     ) -> bool:
         env = self.env
         prefixes = self.prefixes
@@ -248,13 +255,15 @@ class JoinRun:
                 if hi < xmax:
                     break
                 if xmin == xmax:
-                    env[var] = xmin
-                    prefixes[i + 1] = (*rule_prefix, xmin)
-                    self.level = i
-                    if (check is None or check(env)) and descend(i + 1, child):
-                        found = True
-                        if stop_at_first:
-                            return True
+                    value = xmin if cast is None else bind_as(xmin, cast)
+                    if value is not None:
+                        env[var] = value
+                        prefixes[i + 1] = (*rule_prefix, xmin)
+                        self.level = i
+                        if (check is None or check(env)) and descend(i + 1, child):
+                            found = True
+                            if stop_at_first:
+                                return True
                     it = parts[0]
                     it.next()
                     log = logs[0]

@@ -12,6 +12,10 @@ smaller than another, seeks its keys in the others), instead of one ``next``/``s
 per key. A *product suffix* (trailing levels that each read the last column of one atom,
 with nothing to check) is the cartesian product of those columns: it is handed to
 ``emit_many`` whole, instead of being enumerated one binding at a time.
+
+A level with a ``cast`` (``Rule.casts``) binds its variable to ``semantics.bind_as`` of the
+key the atoms agree on (or of its assignment's value, sought in the atoms as converted):
+the atoms match on the number, the variable holds it in its own type.
 """
 
 from collections.abc import Callable, Sequence
@@ -19,6 +23,7 @@ from itertools import product
 
 from deltalog.engine.join.plan import Env, RulePlan
 from deltalog.engine.join.trie import JoinStats, SortedTrieIterator
+from deltalog.engine.semantics import bind_as
 from deltalog.engine.values import Row, Value
 
 # emit_many(env, vars, columns): every binding of ``vars`` to one value of each column (the
@@ -61,7 +66,7 @@ def leapfrog_triejoin(
         elif checks:
             check = lambda env, cs=tuple(checks): all(c(env) for c in cs)  # noqa: E731
         lower = tuple(lvl.lower) if lvl.source is None else ()
-        levels.append((lvl.var, parts, lvl.source, check, lower))
+        levels.append((lvl.var, parts, lvl.source, check, lower, lvl.cast))
     free = n
     while free > 0 and _independent_leaf(plan, free - 1):
         free -= 1
@@ -75,7 +80,7 @@ def leapfrog_triejoin(
             return True
         if i == free:
             return product_suffix()
-        var, parts, source, check, lower = levels[i]
+        var, parts, source, check, lower, cast = levels[i]
         for it in parts:
             it.open()
         found = False
@@ -84,6 +89,8 @@ def leapfrog_triejoin(
             pass
         elif source is not None:
             value = source(env)
+            if value is not None and cast is not None:
+                value = bind_as(value, cast)
             if value is not None:
                 ok = True
                 for it in parts:
@@ -96,18 +103,20 @@ def leapfrog_triejoin(
                     if check is None or check(env):
                         found = descend(i + 1)
         elif i == n - 1:
-            found = last_level(parts, var, check, stop_at_first)
+            found = last_level(parts, var, check, stop_at_first, cast)
         elif len(parts) == 1:
             it = parts[0]
             while not it.at_end():
-                env[var] = it.key()
-                if (check is None or check(env)) and descend(i + 1):
-                    found = True
-                    if stop_at_first:
-                        break
+                value = it.key() if cast is None else bind_as(it.key(), cast)
+                if value is not None:
+                    env[var] = value
+                    if (check is None or check(env)) and descend(i + 1):
+                        found = True
+                        if stop_at_first:
+                            break
                 it.next()
         elif not any(it.at_end() for it in parts):
-            found = _leapfrog(parts, var, check, descend, i, stop_at_first)
+            found = _leapfrog(parts, var, check, descend, i, stop_at_first, cast)
         for it in parts:
             it.up()
         return found
@@ -146,11 +155,13 @@ def leapfrog_triejoin(
         var: str,
         check: Callable[[Env], bool] | None,
         stop_at_first: bool,
+        cast: str | None,
     ) -> bool:
         if any(it.at_end() for it in parts):
             return False
         if len(parts) == 1:
-            keys = parts[0].leaf_keys(1 if stop_at_first and check is None else None)
+            keys = parts[0].leaf_keys(
+                1 if stop_at_first and check is None and cast is None else None)
         else:
             ranked = sorted(parts, key=lambda it: it.hi - it.pos)
             smallest, others = ranked[0], ranked[1:]
@@ -161,6 +172,8 @@ def leapfrog_triejoin(
                     keys = [k for k in keys if k in present]
             else:
                 keys = _probe(keys, others)
+        if cast is not None:
+            keys = [v for v in (bind_as(k, cast) for k in keys) if v is not None]
         if check is not None:
             kept = []
             for k in keys:
@@ -189,6 +202,7 @@ def leapfrog_triejoin(
         down: Callable[[int], bool],
         i: int,
         stop_at_first: bool,
+        cast: str | None,
     ) -> bool:
         ring = sorted(parts, key=lambda it: it.key())
         k = len(ring)
@@ -199,11 +213,13 @@ def leapfrog_triejoin(
             it = ring[p]
             x = it.key()
             if x == xmax:
-                env[var] = x
-                if (check is None or check(env)) and down(i + 1):
-                    found = True
-                    if stop_at_first:
-                        return True
+                value = x if cast is None else bind_as(x, cast)
+                if value is not None:
+                    env[var] = value
+                    if (check is None or check(env)) and down(i + 1):
+                        found = True
+                        if stop_at_first:
+                            return True
                 it.next()
             else:
                 it.seek(xmax)
@@ -235,7 +251,8 @@ def _independent_leaf(plan: RulePlan, level: int) -> bool:
     """Whether ``level`` reads the last column (in plan order) of a single atom, with no
     assignment and nothing to check: its values do not depend on other levels after it."""
     lvl = plan.levels[level]
-    if lvl.source is not None or lvl.checks or lvl.lower or len(lvl.atoms) != 1:
+    if (lvl.source is not None or lvl.checks or lvl.lower or len(lvl.atoms) != 1
+            or lvl.cast is not None):
         return False
     atom = lvl.atoms[0]
     return max(i for i, other in enumerate(plan.levels) if atom in other.atoms) == level

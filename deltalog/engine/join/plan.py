@@ -221,6 +221,9 @@ class Level:
     # Lower bounds implied by this level's comparison checks (`v > e`, `e <= v`, ...): the
     # join may seek straight to them. The checks stay, so a bound is only a shortcut.
     lower: list[Callable[[Env], Value | None]] = field(default_factory=list)
+    # The type the variable is converted to where it is bound (``Rule.casts``,
+    # ``semantics.bind_as``: None from it means no binding), or None: bound as it comes.
+    cast: str | None = None
 
 
 @dataclass
@@ -319,7 +322,8 @@ def build_plan(
     pos = {v: i for i, v in enumerate(order)}
     if set(order) != all_vars(prep):
         raise ValueError(f"variable order {order} does not cover {sorted(all_vars(prep))}")
-    levels = [Level(v) for v in order]
+    casts = dict(prep.rule.casts)
+    levels = [Level(v, cast=casts.get(v)) for v in order]
     perms: list[tuple[int, ...]] = []
     for atom in prep.atoms:
         cols = sorted(range(len(atom.vars)), key=lambda c: pos[atom.vars[c]])

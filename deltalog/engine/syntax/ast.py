@@ -130,6 +130,12 @@ class Rule:
     body: tuple[BodyItem, ...]
     aggregate: Aggregate | None = None
     loc: Loc | None = field(default=None, compare=False)
+    # Set by the analysis (``deltalog.engine.analysis.typecheck.with_casts``): (variable,
+    # type) for each variable of the body typed a number that a binding may offer a
+    # number of the other type (a float variable in an int column, or equal to an int
+    # expression; an int variable equal to a float expression). Every evaluator converts
+    # the value where it binds such a variable (``deltalog.engine.semantics.bind_as``).
+    casts: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         agg = f"{self.aggregate} " if self.aggregate else ""
