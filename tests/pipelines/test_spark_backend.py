@@ -354,6 +354,48 @@ def test_arrow_input_preds_and_given_idb(spark: SparkSession) -> None:
     assert collect_rows(got["far"]) == {(1, 9)}
 
 
+MIXED = """
+.decl a(x: int)
+.decl b(x: float)
+.decl w(z: int, a: float)
+.decl u(y: int)
+p(t) :- b(x), a(x), t = x / 2.
+q(t) :- a(x), b(x), t = x / 2.
+same(z) :- w(z, _), u(y), w(y, a), a = z.
+via(x, h) :- a(x), y = x, b(y), h = y / 2.
+outside(x, h) :- a(x), y = x + 0, !b(y), h = y / 2.
+"""
+
+
+def test_a_variable_of_an_int_and_a_float_column_is_a_float(spark: SparkSession) -> None:
+    """x joins an int and a float column, so it is a float whatever binds it first: x / 2
+    is 2.5 for 5 in either order of the body; y, a float assigned an int, too (an int
+    that no float equals binds none); z, an int compared with a float, stays an int."""
+    big = 2**53 + 1
+    got = run(spark, MIXED, {"a": [(1,), (5,), (4,), (big,)], "b": [(1.0,), (5.0,)],
+                             "w": [(2, 2.0), (1, 2.0)], "u": [(1,)]})
+    assert got["p"] == got["q"] == {(0.5,), (2.5,)}
+    assert got["via"] == {(1, 0.5), (5, 2.5)} and got["outside"] == {(4, 2.0)}
+    assert got["same"] == {(2,)}
+    prog = load_program(MIXED, "test.dl")
+    edb = {"w": to_spark(spark, prog.schemas["w"], [(2, 2.0), (1, 2.0)]),
+           "u": to_spark(spark, prog.schemas["u"], [(1,)])}
+    assert [type(v) for (v,) in collect_rows(recompute(spark, prog, edb, ["same"])["same"])] \
+        == [int]
+
+
+def test_the_plan_types_a_variable_as_the_analysis_does() -> None:
+    """Whichever atom a plan starts from, a variable of an int and a float column is a
+    float, and an int compared with a float an int."""
+    prog = load_program(MIXED, "test.dl")
+    rules = {r.head.pred: r for r in prog.program.rules}
+    for start in (0, 1):
+        assert plan_rule(rules["p"], prog.schemas, start).types["x"] == "float"
+    for start in (0, 1, 2):
+        types = plan_rule(rules["same"], prog.schemas, start).types
+        assert types["z"] == "int" and types["a"] == "float"
+
+
 def test_planner_avoids_cross_joins() -> None:
     prog = load_program("p(x, y) :- q(x), r(y), x = y + 1.\nc(x, y) :- q(x), r(y), x < y.")
     connected, crossed = prog.program.rules

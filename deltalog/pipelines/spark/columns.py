@@ -108,6 +108,19 @@ def _whole(b: Column) -> Column:
     return F.when((b >= F.lit(-(2.0**63))) & (b < F.lit(2.0**63)), b.try_cast(LONG))
 
 
+def as_type(c: Column, t: str, typ: str) -> Column:
+    """The value of ``c`` (of type ``t``) as a ``typ``, as a variable of that type is bound
+    in the engine (``deltalog.engine.semantics.bind_as``): an int as the float equal to
+    it, a float as the int equal to it; null where there is none (no binding)."""
+    if t == typ or {t, typ} != {"int", "float"}:
+        return c
+    if t == "int":
+        d = c.cast(DOUBLE)
+        return F.when(_whole(d) == c, d)
+    whole = _whole(c)
+    return F.when(whole.cast(DOUBLE) == c, whole)
+
+
 def compare(op: str, a: Column, ta: str, b: Column, tb: str) -> Column:
     """``a op b`` with the engine's semantics: exact between an int and a float (see
     ``equal``), and nothing but ``!=`` holds against a float NaN."""

@@ -20,6 +20,7 @@ from deltalog.engine.values import format_fact
 from deltalog.pipelines.spark.columns import (
     DOUBLE,
     LONG,
+    as_type,
     compare,
     equal,
     exact_total,
@@ -94,10 +95,12 @@ class _Compiler:
         rel: DataFrame,
         atom: Atom,
         keep: Mapping[str, str],
-        cast: Mapping[str, T.DataType],
+        cast: Mapping[str, str],
     ) -> DataFrame:
         """``rel`` filtered by the atom's constants and repeated variables, projected onto
-        the variables in ``keep`` (variable -> output column name)."""
+        the variables in ``keep`` (variable -> output column name); a variable in ``cast``
+        (variable -> its type) is converted to it (``columns.as_type``: no row where the
+        column's value has none)."""
         first: dict[str, int] = {}
         conds: list[Column] = []
         types = [c.type for c in self.prog.schemas[atom.pred].columns]
@@ -117,7 +120,8 @@ class _Compiler:
         for var, out in keep.items():
             c = F.col(_col(first[var]))
             if var in cast:
-                c = c.cast(cast[var])
+                c = as_type(c, types[first[var]], cast[var])
+                df = df.filter(c.isNotNull())
             cols.append(c.alias(out))
         return df.select(*cols)
 
@@ -147,9 +151,9 @@ class _Compiler:
                     join_names[v] = f"j{tmp}_"
                     tmp += 1
                 keep.update(join_names)
-                # A new variable takes its first binder's type (an int column read into a
-                # float variable is widened); a join compares across types like the engine.
-                cast = {v: spark_type(types[v]) for v in new if col_types[v] != types[v]}
+                # A new variable has the analysis' type (an int column read into a float
+                # variable is converted); a join compares across types like the engine.
+                cast = {v: types[v] for v in new if col_types[v] != types[v]}
                 right = self.atom_df(rel, item, keep, cast)
                 cond = [
                     equal(F.col(names[v]), types[v], F.col(join_names[v]), col_types[v])
@@ -174,7 +178,8 @@ class _Compiler:
                 cur = cur.filter(compare(item.op, left, lt, right_c, rt))
             elif step.kind == "assign":
                 assert step.target is not None and step.source is not None
-                value, _ = expr_column(step.source, names, types)
+                value, vt = expr_column(step.source, names, types)
+                value = as_type(value, vt, types[step.target])
                 out = names[step.target]
                 cur = cur.withColumn(out, value).filter(F.col(out).isNotNull())
                 bound.add(step.target)

@@ -31,7 +31,7 @@ class Step:
 class Plan:
     steps: list[Step]
     crosses: int
-    types: dict[str, str]  # deltalog type of every bound variable
+    types: dict[str, str]  # deltalog type of every bound variable (the analysis': Rule.casts)
     bound: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -61,6 +61,10 @@ def _simulate(
     types: dict[str, str] = {}
     steps: list[Step] = []
     crosses = 0
+    # A variable the analysis types otherwise than its first binder may give it (a float
+    # in an int column, or assigned an int; an int assigned a float) has that type: the
+    # compiler converts where it binds it.
+    casts = dict(rule.casts)
 
     def join_atom(i: int) -> None:
         atom = body[i]
@@ -68,7 +72,7 @@ def _simulate(
         cols = schemas[atom.pred].columns
         for arg, col in zip(atom.args, cols, strict=True):
             if isinstance(arg, Var) and arg.name not in types:
-                types[arg.name] = col.type
+                types[arg.name] = casts.get(arg.name, col.type)
         bound.update(atom.vars)
         atoms.remove(i)
         steps.append(Step("atom", i))
@@ -94,7 +98,8 @@ def _simulate(
                         and target.name not in bound
                         and expr_vars(source) <= bound
                     ):
-                        types[target.name] = _expr_type(source, types)
+                        types[target.name] = casts.get(target.name) or _expr_type(
+                            source, types)
                         bound.add(target.name)
                         steps.append(Step("assign", i, target.name, source))
                         others.remove(i)
