@@ -35,10 +35,12 @@ def stratum_program(prog: AnalyzedProgram, index: int) -> AnalyzedProgram:
 
 def stratum_digest(prog: AnalyzedProgram, index: int) -> str:
     """A fingerprint of what a stratum computes (its rules and the schemas they touch): a
-    saved engine state is only valid for the same fingerprint."""
+    saved engine state is only valid for the same fingerprint. A rule's ``Rule.casts``
+    (variables a binding converts) are part of it: a state saved before a rule had them
+    holds values computed with the number its first binder gave, and is rebuilt."""
     sub = stratum_program(prog, index)
     parts = [
-        *(str(r) for r in sub.program.rules),
+        *(f"{r} casts {r.casts}" if r.casts else str(r) for r in sub.program.rules),
         *(repr(sub.schemas[n]) for n in sorted(sub.schemas)),
         *sorted(str(f) for f in sub.program.facts),
     ]

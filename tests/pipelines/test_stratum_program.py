@@ -5,6 +5,7 @@ WordNet pipelines, and keeps giving it after a change to its inputs."""
 import pyarrow.compute as pc
 import pytest
 
+from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.runtime import IncrementalEngine, diff
 from deltalog.pipelines.spec import load_pipeline
@@ -58,6 +59,24 @@ def test_sub_program_declares_inputs_as_edb(name):
         assert stratum_digest(prog, i) == stratum_digest(prog, i)
     digests = {stratum_digest(prog, i) for i in range(len(prog.strata))}
     assert len(digests) == len(prog.strata)
+
+
+def test_a_stratum_whose_rule_converts_a_variable_has_a_new_digest(monkeypatch):
+    """A state saved before the analysis recorded which variables a binding converts
+    (``Rule.casts``) holds what such a variable's first binder gave it (``5 / 2`` as 2 for
+    x, a float): its stratum's digest is another, so the pipeline rebuilds that state; a
+    stratum whose rules convert nothing keeps its digest."""
+    import deltalog.engine.analysis.analyze as analysis
+
+    text = (".decl a(x: int)\n.decl b(x: float)\n"
+            "p(t) :- b(x), a(x), t = x / 2.\nq(x) :- a(x), x > 1.\n")
+    prog = load_program(text)
+    now = {s.preds: stratum_digest(prog, i) for i, s in enumerate(prog.strata)}
+    monkeypatch.setattr(analysis, "with_casts", lambda program, types: program)
+    before = load_program(text)
+    assert not any(r.casts for r in before.program.rules)
+    then = {s.preds: stratum_digest(before, i) for i, s in enumerate(before.strata)}
+    assert now[("p",)] != then[("p",)] and now[("q",)] == then[("q",)]
 
 
 def test_oracle_stratum_engines_equal_whole_program_evaluation(debian_slice):
