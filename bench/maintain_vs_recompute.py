@@ -1,8 +1,11 @@
-"""Maintenance with sensitivity indices against full recompute, ours and DuckDB's, on the
-same data in the same run (sensitivity indices: Veldhuizen 2014).
+"""Maintenance against full recompute, ours and DuckDB's, on the same data in the same run:
+the sensitivity indices (Veldhuizen 2014; ``--strategy sensitivity``) and what ``auto``
+runs (these non-recursive queries: the columnar DBSP kernel's delta queries).
 
-For each workload and data size a child process loads the data once (initial evaluation
-with sensitivity recording), then applies change batches of 1, 10, 100, 1,000 and 10,000
+For each workload, data size and strategy a child process loads the data once (initial
+evaluation: sensitivity recording, or the kernel's counts), measures the state a save
+writes (bytes per base tuple: ``IncrementalEngine.dumps`` into memory segments), then
+applies change batches of 1, 10, 100, 1,000 and 10,000
 tuples (half erasures of present rows, half insertions of new ones) and times each
 ``apply``; the process's first commit (two erasures and two insertions, before them,
 then a second change and both undone, untimed) is timed apart: it also loads the compiled loops it
@@ -11,7 +14,7 @@ recomputes from scratch with our evaluator and with DuckDB, and checks that the
 maintained relations equal our recompute and have DuckDB's row counts. Each child
 reports its own peak memory, so the numbers do not mix.
 
-    .venv/bin/python -m bench.maintain_vs_recompute [--quick] [--max-size N]
+    .venv/bin/python -m bench.maintain_vs_recompute [--quick] [--max-size N] [--strategy S]
 """
 
 import argparse
@@ -136,7 +139,21 @@ def _program(w: Workload) -> str:
     return w.program or _debian_nonrecursive()
 
 
-def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
+STRATEGIES = ("sensitivity", "auto")
+
+
+def state_bytes(engine: Any) -> int:
+    """What a save of ``engine`` writes: its root record, segments and arrays."""
+    from deltalog.engine.segments import MemorySegments
+
+    store = MemorySegments()
+    root = engine.dumps(store)
+    return len(root) + sum(map(len, store.segments.values())) + sum(
+        a.nbytes for a in store.arrays)
+
+
+def measure_one(name: str, n: int, sizes: Sequence[int],
+                strategy: str = "sensitivity") -> dict[str, Any]:
     """Everything for one (workload, data size), in this process."""
     import duckdb
     import pyarrow as pa
@@ -156,9 +173,10 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
     rows = list(data[w.changing])
     present = set(rows)
     start = time.perf_counter()
-    engine = IncrementalEngine(prog, data, "sensitivity")
+    engine = IncrementalEngine(prog, data, strategy)
     init_s = time.perf_counter() - start
     rss_after_load = peak_rss_mb()
+    state = state_bytes(engine)
     # The process's first commit also loads the compiled loops it calls (numba's cache):
     # timed apart (two erasures and two insertions, then undone), so the table's commits
     # are warm.
@@ -207,8 +225,9 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
         changes.append({
             "k": k,
             "seconds": dt,
-            "iterator_ops": work.get("iterator_ops", 0),
-            "oracle_regions": work.get("oracle_regions", 0),
+            "iterator_ops": work.get("iterator_ops"),
+            "oracle_regions": work.get("oracle_regions"),
+            "delta_queries": work.get("delta_queries"),
             "out": sum(len(d) for d in out.values()),
         })
     # Recompute from scratch on the final data: ours, then DuckDB; check the answers.
@@ -238,7 +257,8 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
             raise AssertionError(f"{name} n={n}: DuckDB {p} has {count[0]} rows, "
                                  f"we have {len(expected[p])}")
     return {
-        "workload": name, "n": base, "init_s": init_s, "first_ms": first_s * 1000,
+        "workload": name, "strategy": strategy, "n": base, "state_b": state / base,
+        "init_s": init_s, "first_ms": first_s * 1000,
         "ours_s": ours_s, "duck_s": duck_s,
         "rss_load_mb": rss_after_load, "rss_peak_mb": peak_rss_mb(), "changes": changes,
         "out_rows": sum(len(v) for v in expected.values()),
@@ -246,30 +266,38 @@ def measure_one(name: str, n: int, sizes: Sequence[int]) -> dict[str, Any]:
 
 
 def run(sizes: Sequence[int], workloads: Sequence[str], out: Callable[[str], None] = print,
-        changes: Sequence[int] = CHANGE_SIZES) -> list[dict[str, Any]]:
+        changes: Sequence[int] = CHANGE_SIZES,
+        strategies: Sequence[str] = STRATEGIES) -> list[dict[str, Any]]:
     results = []
     for name in workloads:
         for n in (sizes if name != "debian-nonrec" else sizes[:1]):
-            cmd = [sys.executable, "-m", "bench.maintain_vs_recompute", "--one", name,
-                   str(n), "--changes", ",".join(map(str, changes))]
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{name} n={n} failed:\n{proc.stderr[-3000:]}")
-            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            for strategy in strategies:
+                cmd = [sys.executable, "-m", "bench.maintain_vs_recompute", "--one", name,
+                       str(n), "--changes", ",".join(map(str, changes)),
+                       "--strategy", strategy]
+                proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                                      check=False)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"{name} n={n} {strategy} failed:\n"
+                                       f"{proc.stderr[-3000:]}")
+                results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     rows = []
     for r in results:
         for c in r["changes"]:
             ms = c["seconds"] * 1000
             rows.append([
-                r["workload"], r["n"], c["k"], ms, c["iterator_ops"], c["oracle_regions"],
+                r["workload"], r["strategy"], r["n"], c["k"], ms,
+                *("-" if c[k] is None else c[k]
+                  for k in ("iterator_ops", "oracle_regions", "delta_queries")),
                 r["ours_s"], r["duck_s"], f"{r['ours_s'] * 1000 / ms:,.0f}x",
                 f"{r['duck_s'] * 1000 / ms:,.1f}x", r["init_s"], r["first_ms"],
-                round(r["rss_peak_mb"]),
+                round(r["state_b"]), round(r["rss_peak_mb"]),
             ])
     out(format_table(
-        ["workload", "base tuples", "change", "maintain ms", "iter ops", "oracle regions",
-         "recompute ours s", "recompute DuckDB s", "ours/maintain", "DuckDB/maintain",
-         "load s", "first commit ms", "peak RSS MiB"],
+        ["workload", "strategy", "base tuples", "change", "maintain ms", "iter ops",
+         "oracle regions", "delta queries", "recompute ours s", "recompute DuckDB s",
+         "ours/maintain", "DuckDB/maintain", "load s", "first commit ms",
+         "state B/tuple", "peak RSS MiB"],
         rows,
     ))
     return results
@@ -284,10 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--one", nargs=2, metavar=("WORKLOAD", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--changes", default=",".join(map(str, CHANGE_SIZES)),
                     help=argparse.SUPPRESS)
+    ap.add_argument("--strategy", action="append", choices=STRATEGIES,
+                    help="the strategies to compare (default: both)")
     args = ap.parse_args(argv)
     changes = [int(x) for x in args.changes.split(",")]
+    strategies = args.strategy or list(STRATEGIES)
     if args.one:
-        print(json.dumps(measure_one(args.one[0], int(args.one[1]), changes)))
+        print(json.dumps(measure_one(args.one[0], int(args.one[1]), changes, strategies[0])))
         return 0
     if args.quick:
         sizes = [1_000, 10_000]
@@ -295,9 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sizes = [s for s in (10_000, 100_000, 1_000_000) if s <= args.max_size]
     names = args.workload or ["triangle", "acyclic-3way", "debian-nonrec"]
-    print("Maintenance (sensitivity indices) vs full recompute; "
-          "changes: half erasures, half insertions")
-    run(sizes, names, changes=changes)
+    print("Maintenance (sensitivity indices; auto: the columnar DBSP kernel) vs full "
+          "recompute; changes: half erasures, half insertions")
+    run(sizes, names, changes=changes, strategies=strategies)
     return 0
 
 
