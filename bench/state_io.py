@@ -1,9 +1,9 @@
 """What a run costs against the data size, as users run it: the Dagster CLI executing a
 pipeline's update job after a 10-row change to each of its two EDB tables.
 
-The pipeline: the triangle query over one table ``e`` (a stratum maintained with
-sensitivity indices) and the transitive closure over another, ``edge`` (a recursive
-stratum on the columnar DBSP kernel), with the data generators of
+The pipeline: the triangle query over one table ``e`` (a non-recursive stratum) and the
+transitive closure over another, ``edge`` (a recursive one), both maintained by the
+columnar DBSP kernel under ``auto``, with the data generators of
 ``bench.maintain_vs_recompute`` (a random graph with n/8 nodes) and of
 ``bench.recursion_vs_peers`` (``random_edges`` with 2n nodes, a sparse graph whose closure
 stays near 2n). For each size: the EDB tables are written, the update job runs once (the
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = 10_000 if args.quick else (max(SIZES) if args.full else args.max_size)
     sizes = args.sizes or [s for s in SIZES if s <= top]
     print(f"A run through the Dagster CLI after a {CHANGE}-row change to each of two tables "
-          f"(triangles: sensitivity indices; closure: columnar DBSP); median of {RUNS} runs")
+          f"(both maintained by the columnar DBSP kernel); median of {RUNS} runs")
     run(sizes, spark=not args.no_spark)
     return 0
 
