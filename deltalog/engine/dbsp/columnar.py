@@ -1996,9 +1996,15 @@ class ColumnarStratum:
 
     # -- apply ----------------------------------------------------------------------------
     def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        self._views = {}
+        try:
+            return self._apply(store, deltas)
+        finally:
+            self._views = None  # (never read outside the commit that made them)
+
+    def _apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
         self._counters = {"delta_queries": 0, "rows_gathered": 0}
         self._input_delta = {}
-        self._views = {}
         for pred, d in deltas.items():
             if pred in self.own or pred not in self.input_keys or not d:
                 continue
@@ -2056,7 +2062,6 @@ class ColumnarStratum:
         self.work = self._work(ran, touched)
         self.work["iterations_skipped"] = skipped
         self._touched, self._term_depths = {}, {}
-        self._views = None
         self._commit_inputs()
         return out
 
@@ -2258,7 +2263,6 @@ class ColumnarStratum:
             rel.ndepth[ids] = rel.depth[ids]
             rel.slot[ids] = -1
         self._touched, self._term_depths = {}, {}
-        self._views = None
         self._input_delta = {}
 
     @staticmethod
