@@ -160,3 +160,16 @@ def test_negative_zero_is_zero_written_one_way_in_every_evaluator():
         for p in prog.idb:
             assert _signs(engine.relation(p)) == _signs(now[p]), (strategy, p)
             assert not any("-0.0" in r for r in _signs(engine.relation(p))), (strategy, p)
+
+
+def test_negative_zero_computed_before_any_zero_is_seen_is_zero():
+    """The first float a columnar stratum codes is the -0.0 of an int's division (no 0.0
+    seen before it): stored and shown as 0.0 by every strategy, at the load and when a
+    commit brings it."""
+    prog = load_program(".decl u(a: int)\np(g) :- u(x), g = x / -1.5.\n", "z.dl")
+    for strategy in STRATEGIES:
+        engine = make_engine(prog, {"u": {(0,), (3,)}}, strategy)
+        assert _signs(engine.relation("p")) == {"(0.0,)", "(-2.0,)"}, strategy
+        later = make_engine(prog, {"u": {(3,)}}, strategy)
+        assert later.apply({"u": {(0,): 1}}) == {"p": {(0.0,): 1}}, strategy
+        assert _signs(later.relation("p")) == {"(0.0,)", "(-2.0,)"}, strategy

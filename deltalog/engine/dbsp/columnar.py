@@ -218,6 +218,8 @@ def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
     for v, typ in prep.rule.casts:
         if types.get(v, typ) != typ:
             return f"{v}, a {typ}, is bound by a {types[v]} column"
+        if typ == "int":  # (``z = x / 2.0``: an int where the float is integral)
+            return f"{v}, an int, is equal to a float"
     var_types = _var_types(prog, prep)
     head = prep.rule.head
     for arg, col in zip(head.args, prog.schemas[head.pred].columns, strict=True):
@@ -1670,6 +1672,8 @@ class ColumnarStratum:
             if typ == "float" and vals.dtype == np.int64:
                 vals, exact = ints_as_floats(vals)
                 ok = ok & exact
+            elif vals.dtype.kind == "f":
+                vals = vals + 0.0  # (-0.0 is 0.0: one value, written one way)
             out[ok] = self.codes[typ].encode_array(vals[ok])
         except _Slow:
             py = [bind_as(x, typ) if x is not None else None
