@@ -566,6 +566,9 @@ class CommitJoin:
         self.plan = plan
         self.rule = rule
         self.types = [rule.types[v] for v in plan.order]
+        if "string" in self.types:  # (a string constant's variable, by assignment: its
+            # code is the rule's own, which the units and the young intervals do not read)
+            raise NotColumnar("a string variable")
 
     def relations(self) -> list[tuple[str, tuple[int, ...]]]:
         """(relation, column order) of every index the join reads as codes (its atoms',

@@ -1111,3 +1111,21 @@ def test_negations_of_relations_with_string_columns_load_and_commit(steps):
         want = _recompute(prog, engine)
         for head in ("p", "pa", "pc", "pg"):
             assert engine.relation(head) == want[head], (head, steps)
+
+
+def test_a_string_constant_assigned_in_a_compiled_commit_stays_a_string():
+    """A rule of int atoms (or none) whose head takes a string constant by assignment: its
+    commits on the compiled join give the string, not its code in the rule's dictionary
+    (``p0(3, "")`` was ``p0(3, 0)`` after ``on()`` went)."""
+    from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
+
+    prog = load_program(".decl on()\n.decl e(a: int, b: int)\n"
+                        'p0(x, s) :- s = "", x = 3, !on().\n'
+                        'p1(x, s) :- e(x, y), s = "b", y > 1, !on().\n')
+    start = {"on": {()}, "e": {(1, 2), (2, 0)}}
+    engine = IncrementalEngine(prog, start, "sensitivity")
+    oracle = RecomputeEngine(prog, start)
+    for change in ({"on": {(): -1}}, {"e": {(5, 7): 1}}, {"on": {(): 1}}, {"on": {(): -1}}):
+        assert engine.apply(change) == oracle.apply(change), change
+        for p in ("p0", "p1"):
+            assert engine.relation(p) == oracle.relation(p), (p, change)
