@@ -23,7 +23,7 @@ from deltalog.engine.join.plan import Env, build_plan, prepare
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import coerce, compare, eval_expr
 from deltalog.engine.syntax.ast import Atom, BodyItem, Compare, Const, Negation, Rule, Var
-from deltalog.engine.values import Row, Value, format_fact
+from deltalog.engine.values import Row, Value, format_fact, format_value
 
 Fact = tuple[str, Row]
 
@@ -318,14 +318,14 @@ def _show_atom(atom: Atom, env: Mapping[str, Value]) -> str:
     args = []
     for a in atom.args:
         if isinstance(a, Var) and a.name in env:
-            args.append(repr(env[a.name]))
+            args.append(format_value(env[a.name]))  # (as facts write it: "a", not 'a')
         else:
             args.append(str(a))
     return f"{atom.pred}({', '.join(args)})"
 
 
 def _bindings(names: frozenset[str], env: Mapping[str, Value]) -> str:
-    return ", ".join(f"{n} = {env[n]!r}" for n in sorted(names) if n in env)
+    return ", ".join(f"{n} = {format_value(env[n])}" for n in sorted(names) if n in env)
 
 
 def check_condition(item: Compare, env: Mapping[str, Value]) -> bool:

@@ -196,3 +196,15 @@ def test_a_fact_found_lower_inside_its_own_search_keeps_the_lower_derivation():
     assert tree.height == 4
     (a,) = [k for k in tree.children if k.pred == "a"]
     assert a.height == 1 and [k.pred for k in a.children] == ["e"]
+
+
+def test_strings_in_a_derivation_are_written_as_facts_write_them():
+    """A negated atom's string and a rule's bindings show "n8" (escaped, double quotes), as
+    the facts around them do, not Python's 'n8'."""
+    prog = load_program('.decl t(a: string)\n.decl n(a: string)\nq(x) :- t(x), !n(x).\n',
+                        "s.dl")
+    rels = _relations(prog, {"t": {("n8",), ('say "hi"',)}, "n": {("b",)}})
+    text = "\n".join(render(Explainer(prog, rels).explain("q", ("n8",))))
+    assert 'not n("n8")' in text and 't("n8")' in text and "'" not in text
+    text = "\n".join(render(Explainer(prog, rels).explain("q", ('say "hi"',))))
+    assert 'not n("say \\"hi\\"")' in text
