@@ -218,7 +218,7 @@ def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
     for v, typ in prep.rule.casts:
         if types.get(v, typ) != typ:
             return f"{v}, a {typ}, is bound by a {types[v]} column"
-        if typ == "int":  # (``z = x / 2.0``: an int where the float is integral)
+        if typ == "int" and v not in types:  # (``z = x / 2.0``: only the float binds it)
             return f"{v}, an int, is equal to a float"
     var_types = _var_types(prog, prep)
     head = prep.rule.head
