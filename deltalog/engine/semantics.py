@@ -96,7 +96,7 @@ def float_arith(op: str, a: NDArray[Any], b: NDArray[Any], ok: NDArray[np.bool_]
             ok = ok & (y != 0)
             d = np.where(y == 0, 1.0, y)
             r = x / d if op == "/" else np.fmod(x, d)
-    return r, ok & np.isfinite(r)
+    return r + 0.0, ok & np.isfinite(r)  # (-0.0 made 0.0, as ``arith`` makes it)
 
 
 def ints_as_floats(ints: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:

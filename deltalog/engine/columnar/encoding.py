@@ -16,6 +16,7 @@ arithmetic, for comparisons across int and float, and for the output.
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,13 @@ class Dictionary:
 
 
 Column = NDArray[Any] | Sequence[Value] | Dictionary
+
+
+def int_table(rows: Sequence[Sequence[Any]], arity: int) -> I64:
+    """Rows of int values as an (n, arity) int64 table, through one flat pass (faster than
+    numpy reading the tuples); ``OverflowError`` for an int beyond 64 bits."""
+    flat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * arity)
+    return flat.reshape(len(rows), arity)
 
 
 def float_codes(values: NDArray[np.float64]) -> I64:

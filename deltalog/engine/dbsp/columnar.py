@@ -73,7 +73,6 @@ compares the decoded strings (codes are in the order values are first seen).
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain
 from types import MappingProxyType
 from typing import Any
 
@@ -81,6 +80,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.columnar.encoding import int_table
 from deltalog.engine.dbsp import kernels
 from deltalog.engine.dbsp.stratum import (
     NegatedAtom,
@@ -858,11 +858,11 @@ class _RowCoding:
         arity = len(self.types)
         if len(rows) >= ARRAY_ROWS and arity and all(t == "int" for t in self.types):
             try:  # (a load's int rows: one array, coded one distinct value at a time)
-                flat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * arity)
+                table = int_table(rows, arity)
             except OverflowError:  # an int beyond 64 bits: one value at a time
                 pass
             else:
-                return self.encode_columns(list(flat.reshape(-1, arity).T))
+                return self.encode_columns(list(table.T))
         cols = [self.codes[t].encode([r[i] for r in rows]) for i, t in enumerate(self.types)]
         return self.packing.pack(self.layout, cols, len(rows))
 
@@ -1672,8 +1672,6 @@ class ColumnarStratum:
             if typ == "float" and vals.dtype == np.int64:
                 vals, exact = ints_as_floats(vals)
                 ok = ok & exact
-            elif vals.dtype.kind == "f":
-                vals = vals + 0.0  # (-0.0 is 0.0: one value, written one way)
             out[ok] = self.codes[typ].encode_array(vals[ok])
         except _Slow:
             py = [bind_as(x, typ) if x is not None else None

@@ -29,7 +29,6 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,7 @@ from numpy.typing import NDArray
 from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
 from deltalog.engine.columnar import rules as columnar_rules
-from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values
+from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values, int_table
 from deltalog.engine.columnar.evaluate import rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj, split_recording
@@ -185,9 +184,8 @@ def _read_relation(schema: Any, held: Any) -> "NDArray[np.int64] | list[list[Any
     if not rows:
         return np.zeros((0, schema.arity), np.int64)
     if ints:
-        try:  # (the values in one list first: faster than from the rows)
-            return np.array(list(chain.from_iterable(rows)), np.int64).reshape(
-                len(rows), schema.arity)
+        try:
+            return int_table(rows, schema.arity)
         except OverflowError:
             raise NotColumnar("an integer beyond 64 bits") from None
     return [[r[i] for r in rows] for i in range(schema.arity)]
