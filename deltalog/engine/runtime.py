@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from deltalog.engine import state_codec
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.columnar.evaluate import Columns
 from deltalog.engine.errors import (
     NOT_SUPPORTED,
     DeltalogError,
@@ -92,11 +93,12 @@ class RecomputeEngine:
 
     strategy = "recompute"
 
-    def __init__(self, prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row]]):
+    def __init__(self, prog: AnalyzedProgram, edb: Mapping[str, Iterable[Row] | Columns]):
         self.prog = prog
         self.edb: dict[str, set[Row]] = {name: set() for name in prog.edb}
         for name, rows in edb.items():
-            self.edb[name] = self._coerced(name, rows)
+            self.edb[name] = self._coerced(
+                name, rows.rows() if isinstance(rows, Columns) else rows)
         self.last_stats = CommitStats()
         self.idb = self._evaluate(JoinStats())
 
@@ -190,17 +192,25 @@ class IncrementalEngine:
     def __init__(
         self,
         prog: AnalyzedProgram,
-        edb: Mapping[str, Iterable[Row]],
+        edb: Mapping[str, Iterable[Row] | Columns],
         strategy: str = "auto",
         columnar: bool = True,
     ):
+        """``edb``: each input's rows, or its columns (``Columns``: numpy arrays or
+        ``Dictionary`` columns, as read from Arrow), which are coded as they are, never
+        made Python rows (a relation of int, float and string columns that is not
+        functional; any other is read as rows)."""
         self.prog = prog
         self.strategy = strategy
         self.columnar = columnar
         start = time.perf_counter()
         self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
         for name in prog.edb:
-            rows = self._coerced(name, edb.get(name, ()))
+            given = edb.get(name, ())
+            if isinstance(given, Columns) and self._as_columns(name, given):
+                self.store[name].load(self._coded(name, given))
+                continue
+            rows = self._coerced(name, given.rows() if isinstance(given, Columns) else given)
             rows.update(prog.facts.get(name, ()))
             check_functional(prog.schemas[name], rows)
             self.store[name].load(rows)
@@ -349,6 +359,27 @@ class IncrementalEngine:
             )
         gc.freeze()
         return engine
+
+    def _as_columns(self, name: str, given: Columns) -> bool:
+        """Whether input ``name`` given by column is kept as coded rows."""
+        schema = self.prog.schemas[name]
+        if len(given.columns) != schema.arity:
+            raise ValueError(f"{len(given.columns)} columns for {name}, of arity "
+                             f"{schema.arity}")
+        return bool(schema.arity) and not schema.functional and all(
+            c.type in ("int", "float", "string") for c in schema.columns)
+
+    def _coded(self, name: str, given: Columns) -> CodedRows:
+        """The rows of input ``name``, given by column, and its facts, as coded rows."""
+        from deltalog.engine.dbsp.columnar import coded_columns
+
+        schema = self.prog.schemas[name]
+        held = coded_columns([c.type for c in schema.columns], given.columns)
+        facts = [coerce_row(schema, r) for r in self.prog.facts.get(name, ())]
+        if facts:
+            held.update(r for r, h in zip(facts, held.contains_all(facts).tolist(),
+                                          strict=True) if not h)
+        return held
 
     def _one(self, name: str, row: Row) -> Row:
         return coerce_row(self.prog.schemas[name], row)

@@ -11,13 +11,16 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import pyarrow as pa
+
+from deltalog.engine.columnar.evaluate import Columns
 from deltalog.engine.errors import FUNCTIONAL_CONFLICT, MISSING_INPUT, DataError
 from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.storage import Delta
 from deltalog.engine.values import Row
 from deltalog.pipelines import delta_io, expectations, quality
 from deltalog.pipelines.spec import PipelineSpec
-from deltalog.schemas.relation import arrow_to_rows, rows_to_arrow
+from deltalog.schemas.relation import arrow_to_columns, arrow_to_rows, rows_to_arrow
 
 # Per input table: the rows a version holds more than once and how many copies (None: not
 # known, or more than COPIES_MAX such rows: the change reader then looks rows up).
@@ -243,6 +246,14 @@ class InputReader:
         """All rows of an input table at ``version``; an EDB table is checked first. With
         ``copies``, the rows it holds more than once are recorded there (None: more than
         ``COPIES_MAX``)."""
+        return arrow_to_rows(self._table(pred, version, copies))
+
+    def read_columns(self, pred: str, version: int, copies: Copies | None = None
+                     ) -> Columns:
+        """``read``, by column (what a load gives the engine: no Python row made)."""
+        return arrow_to_columns(self._table(pred, version, copies))
+
+    def _table(self, pred: str, version: int, copies: Copies | None) -> pa.Table:
         uri = self.uri(pred)
         table = delta_io.read_arrow(uri, version)
         if pred in self.spec.edb_tables:
@@ -251,4 +262,4 @@ class InputReader:
             table = table.select([c.name for c in schema.columns])
         if copies is not None:
             copies[pred] = delta_io.copies_of(table, COPIES_MAX)
-        return arrow_to_rows(table)
+        return table

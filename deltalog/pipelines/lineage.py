@@ -250,8 +250,8 @@ def _current_engine(
         except Exception:  # an unreadable state: the tables are the truth
             state = None
     if state is None:
-        rows = {pred: reader.read(pred, v) for pred, v in inputs.items()}
-        return IncrementalEngine(stratum_program(spec.program, index), rows), {}, True
+        given = {pred: reader.read_columns(pred, v) for pred, v in inputs.items()}
+        return IncrementalEngine(stratum_program(spec.program, index), given), {}, True
     if dict(inputs) != state.input_versions:
         return engine, dict(engine.apply(reader.changes(state.input_versions, inputs))), False
     return engine, {}, False

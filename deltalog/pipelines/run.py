@@ -317,9 +317,9 @@ class StratumRun:
         txns = self.writer.txns()
         seq = max([floor, *(t or 0 for t, _ in txns.values())]) + 1
         copies: Copies = {}
-        rows = {pred: self.reader.read(pred, v, copies) for pred, v in inputs.items()}
+        given = {pred: self.reader.read_columns(pred, v, copies) for pred, v in inputs.items()}
         fault("after_read", self.index)
-        engine = IncrementalEngine(stratum_program(self.spec.program, self.index), rows)
+        engine = IncrementalEngine(stratum_program(self.spec.program, self.index), given)
         stats = engine.last_stats.as_dict()
         self.notes.extend(engine.slow_paths())
         out: dict[str, Delta] = {}  # changes made as rows

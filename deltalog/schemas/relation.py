@@ -11,10 +11,12 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.engine.analysis.program import RelationSchema
+from deltalog.engine.columnar.evaluate import Columns, Dictionary
 from deltalog.engine.values import Row
 
 if TYPE_CHECKING:
@@ -103,6 +105,25 @@ def columns_to_arrow(schema: RelationSchema, columns: "Sequence[NDArray[Any]]") 
     arrays = [pa.array(column, type=field.type)
               for column, field in zip(columns, target, strict=True)]
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+def arrow_to_columns(table: pa.Table) -> Columns:
+    """The rows of ``table`` by column, as the engine takes an input by column
+    (``normalize``d first): numbers as numpy arrays, strings dictionary-encoded (Arrow's
+    dictionary and indices), a column with nulls as its values (None among them)."""
+    table = normalize(table)
+    out: list[Any] = []
+    for col in table.columns:
+        array = col.combine_chunks()
+        if array.null_count:
+            out.append(np.array(array.to_pylist(), dtype=object))
+        elif pa.types.is_string(array.type):
+            coded = pc.dictionary_encode(array)
+            out.append(Dictionary(coded.dictionary.to_numpy(zero_copy_only=False),
+                                  coded.indices.to_numpy()))
+        else:
+            out.append(array.to_numpy())
+    return Columns(out, table.num_rows if not table.num_columns else 0)
 
 
 def table_difference(a: pa.Table, b: pa.Table) -> pa.Table:

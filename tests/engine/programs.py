@@ -222,3 +222,27 @@ def as_deltas(changes) -> dict[str, dict]:
     for (name, row), w in changes:
         deltas.setdefault(name, {})[row] = w
     return deltas
+
+
+def as_columns(prog, data):
+    """``data`` (rows by relation) by column, as a pipeline gives a load its inputs: ints
+    and floats as numpy arrays, strings dictionary-encoded (values and indices)."""
+    import numpy as np
+
+    from deltalog.engine.columnar.evaluate import Columns, Dictionary
+
+    out = {}
+    for name, rows in data.items():
+        rows = sorted(rows, key=repr)
+        cols = []
+        for i, c in enumerate(prog.schemas[name].columns):
+            values = [r[i] for r in rows]
+            if c.type == "string":
+                distinct = sorted(set(values))
+                cols.append(Dictionary(np.array(distinct, dtype=object),
+                                       np.array([distinct.index(v) for v in values],
+                                                np.int32)))
+            else:
+                cols.append(np.array(values, np.float64 if c.type == "float" else np.int64))
+        out[name] = Columns(cols, len(rows) if not cols else 0)
+    return out

@@ -16,7 +16,7 @@ from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.errors import DeltalogError
 from deltalog.engine.runtime import IncrementalEngine, make_engine
 from tests.engine.dbsp.recursive_programs import programs_with_facts, recursive_programs
-from tests.engine.programs import as_deltas, edb_batches, edb_data, programs
+from tests.engine.programs import as_columns, as_deltas, edb_batches, edb_data, programs
 
 
 def _strategies_agree(text, data, batches, relations=()) -> None:
@@ -28,6 +28,8 @@ def _strategies_agree(text, data, batches, relations=()) -> None:
     recursive = any(s.recursive for s in prog.strata)
     names = ["recompute", "auto", "dbsp"] + ([] if recursive else ["sensitivity"])
     engines = {name: make_engine(prog, data, name) for name in names}
+    names.append("auto, columns in")  # (the inputs by column, as a pipeline loads them)
+    engines[names[-1]] = IncrementalEngine(prog, as_columns(prog, data), "auto")
     for deltas in batches:
         outs = {name: e.apply(deltas) for name, e in engines.items()}
         for name in names[1:]:

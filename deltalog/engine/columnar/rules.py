@@ -175,8 +175,9 @@ class CompiledRule:
         return None
 
     def plan(self, sizes: Mapping[int, int], fresh: AbstractSet[int],
-              order: Sequence[str] | None = None) -> "_Plan":
-        """The plan on ``order`` (the planner's choice when not given)."""
+             order: Sequence[str] | None = None, every: bool = False) -> "_Plan":
+        """The plan on ``order`` (the planner's choice when not given); ``every``: no
+        variable is existential (the join gives every assignment)."""
         prep = self.prep
         if order is None:
             order = choose_order(prep, sizes, fresh)
@@ -267,7 +268,7 @@ class CompiledRule:
                     low[level] = (lo_[0], lo_[1], 1 if op == "<" else 0)
         # Variables the steps after the join read.
         needed: set[str] = set(prep.head_vars)
-        if self.rule.aggregate is not None:
+        if self.rule.aggregate is not None or every:
             needed |= set(kernel)
         for _, e in post_assign:
             needed |= expr_vars(e)
@@ -285,14 +286,23 @@ class CompiledRule:
     def run(self, sources: Sequence[Relation], fresh: AbstractSet[int], stats: JoinStats,
             into: Relation) -> None:
         """Add to ``into`` the head rows of the rule with atom i reading ``sources[i]``."""
+        into.add(self.heads(sources, fresh, stats))
+
+    def heads(self, sources: Sequence[Relation], fresh: AbstractSet[int], stats: JoinStats,
+              every: bool = False) -> I64:
+        """The head rows of the rule with atom i reading ``sources[i]``; ``every``: one
+        per assignment of the body's variables (its derivations, repeats kept; a rule
+        with no aggregate)."""
         prep = self.prep
+        if every and self.rule.aggregate is not None:
+            raise ValueError("the derivations of an aggregate rule")
         if any(not len(sources[i]) for i in self.nullary):
-            return
-        plan = self.plan({i: len(s) for i, s in enumerate(sources)}, fresh)
+            return self._empty()
+        plan = self.plan({i: len(s) for i, s in enumerate(sources)}, fresh, every=every)
         for op, left, right in plan.pre_checks:
             a, b = eval_expr(left, {}), eval_expr(right, {})
             if a is None or b is None or not compare(op, a, b):
-                return
+                return self._empty()
         cols = self._join(plan, sources, stats)
         for v, e in plan.post_assign:
             self.assign(cols, v, e)
@@ -302,9 +312,10 @@ class CompiledRule:
             if cols.n:
                 cols.keep(~self.negated(cols, neg))
         if self.rule.aggregate is not None:
-            into.add(self._aggregate(cols))
-        else:
-            into.add(self._head(cols))
+            return self._aggregate(cols)
+        if every and not self.schema.arity:
+            return np.zeros((cols.n, 0), np.int64)
+        return self._head(cols)
 
     def _empty(self) -> I64:
         return np.zeros((0, self.schema.arity), np.int64)

@@ -80,7 +80,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
-from deltalog.engine.columnar.encoding import int_table
+from deltalog.engine.columnar.encoding import (
+    Codes,
+    Column,
+    Dictionary,
+    NotColumnar,
+    int_table,
+)
+from deltalog.engine.columnar.evaluate import rule_strings
+from deltalog.engine.columnar.rows import Relation
+from deltalog.engine.columnar.rules import CompiledRule
 from deltalog.engine.dbsp import kernels
 from deltalog.engine.dbsp.stratum import (
     NegatedAtom,
@@ -91,6 +100,7 @@ from deltalog.engine.dbsp.stratum import (
 from deltalog.engine.errors import DataError
 from deltalog.engine.heads import change_conflict, check_functional
 from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
+from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.segments import (
     CorruptSegment,
     SegmentSink,
@@ -519,6 +529,22 @@ class _Codes:
             out[i] = k
         return out
 
+    def encode_distinct(self, values: list[Any]) -> I64:
+        """``encode`` of distinct values, the dict probed and filled by whole lists."""
+        if self._levels:
+            self._look_up(values)
+        ids = self._ids
+        got = list(map(ids.get, values))
+        missing = [v for v, k in zip(values, got, strict=True) if k is None]
+        if missing:
+            base = self._base + len(self._new)
+            if base + len(missing) >= 2**31 - 1:
+                raise OverflowError("more than 2^31 distinct values in one column type")
+            ids.update(zip(missing, range(base, base + len(missing)), strict=True))
+            self._new.extend(missing)
+            got = list(map(ids.get, values))
+        return np.array(got, np.int64)
+
     def find(self, values: Sequence[Any]) -> I64:
         """The codes of ``values``, -1 for a value never coded (nothing is coded here)."""
         if self._levels:
@@ -566,8 +592,16 @@ class _Codes:
 
     def encode_array(self, values: Num) -> I64:
         """Codes of int64 or float64 values (one dictionary probe per distinct value)."""
+        if values.dtype.kind == "i" and len(values) >= ARRAY_ROWS:
+            lo, hi = int(values.min()), int(values.max())
+            if hi - lo < 4 * len(values):  # dense ints (ids): a table, no sort
+                rel = values - lo
+                uniq = np.flatnonzero(np.bincount(rel, minlength=hi - lo + 1))
+                table = np.empty(hi - lo + 1, np.int64)
+                table[uniq] = self.encode_distinct((uniq + lo).tolist())
+                return table[rel]
         uniq, inverse = np.unique(values, return_inverse=True)
-        return self.encode(uniq.tolist())[inverse.reshape(-1)]
+        return self.encode_distinct(uniq.tolist())[inverse.reshape(-1)]
 
     def ints(self, ids: I64) -> tuple[I64, Bool]:
         """The values of int codes as int64, and which are beyond int64 (0 there)."""
@@ -866,18 +900,23 @@ class _RowCoding:
         cols = [self.codes[t].encode([r[i] for r in rows]) for i, t in enumerate(self.types)]
         return self.packing.pack(self.layout, cols, len(rows))
 
-    def encode_columns(self, columns: Sequence[NDArray[Any]]) -> I64:
+    def encode_columns(self, columns: Sequence[Column]) -> I64:
         """The keys of rows given by column (numpy arrays: int64 and float64 ones coded
-        one distinct value at a time)."""
-        cols = []
-        for t, col in zip(self.types, columns, strict=True):
-            if t == "float":  # (an int filling a float column is the float)
-                cols.append(self.codes[t].encode_array(np.asarray(col, np.float64)))
-            elif t == "int" and col.dtype.kind == "i":
-                cols.append(self.codes[t].encode_array(col))
-            else:  # strings, and ints beyond 64 bits (objects)
-                cols.append(self.codes[t].encode(col.tolist()))
-        return self.packing.pack(self.layout, cols, len(columns[0]) if columns else 0)
+        one distinct value at a time; a ``Dictionary``: its values, then gathered)."""
+        cols = [self._column(t, col) for t, col in zip(self.types, columns, strict=True)]
+        return self.packing.pack(self.layout, cols, len(cols[0]) if cols else 0)
+
+    def _column(self, t: str, col: Column) -> I64:
+        if isinstance(col, Dictionary):
+            return self._column(t, np.asarray(col.values))[np.asarray(col.indices, np.int64)]
+        if not isinstance(col, np.ndarray):
+            col = np.asarray(col, dtype=object if t == "int" else None)
+        if t == "float":  # (an int filling a float column is the float; -0.0 is 0.0)
+            return self.codes[t].encode_array(np.asarray(col, np.float64) + 0.0)
+        if t == "int" and col.dtype.kind == "i":
+            return self.codes[t].encode_array(col)
+        # strings, and ints beyond 64 bits (objects)
+        return self.codes[t].encode(col.tolist())
 
     def find(self, rows: Sequence[Row]) -> I64:
         cols = [self.codes[t].find([r[i] for r in rows]) for i, t in enumerate(self.types)]
@@ -907,6 +946,14 @@ class _RowCoding:
             col[:] = self.codes[t].decode(k)
             out.append(col)
         return out
+
+
+def coded_columns(types: Sequence[str], columns: Sequence[Column]) -> CodedRows:
+    """The set of rows given by column (an input loaded as columns) as coded rows, in a
+    coding of their own: values coded one distinct value at a time, no Python row
+    made. Types: int, float, string."""
+    coding = _RowCoding(tuple(types), {t: _Codes() for t in TYPES}, _Packing())
+    return CodedRows(_distinct(coding.encode_columns(columns)), coding)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1296,6 +1343,8 @@ def _distinct(a: NDArray[Any]) -> NDArray[Any]:
     for positions: ten times slower than sorting a million int64 keys)."""
     if len(a) <= 1:
         return a.copy()
+    if (a[1:] > a[:-1]).all():  # (already: keys recoded in the order of their values)
+        return a.copy()
     out = np.sort(a)
     keep = np.empty(len(out), np.bool_)
     keep[0] = True
@@ -1366,6 +1415,8 @@ class ColumnarStratum:
     aggregates: StratumMaintainer | None = None  # (a state saved before them: none)
     # the inputs' views read by the commit under way, by (input, layout, new version)
     _views: "dict[tuple[str, Layout, bool], _View] | None" = None
+    # (tests) the first round of every rule by delta queries, never the columnar core
+    direct_first_round = False
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
                  aggregates: StratumMaintainer | None = None):
@@ -1841,6 +1892,45 @@ class ColumnarStratum:
         return zs
 
     # -- initialize -----------------------------------------------------------------------
+    def _first_round(self, rule: _CRule) -> tuple[I64, I64] | None:
+        """Head keys and derivation counts of a base rule of three atoms or more (and no
+        negation) over its inputs, by the columnar core's compiled leapfrog triejoin:
+        every assignment of the body one derivation (no variable existential), the
+        inputs recoded as the core codes them (order-preserving) and the head rows back
+        into the stratum's codes. Worst-case optimal where the delta query seeded by a
+        whole input is not (a cyclic body: the triangles). None when the rule is not
+        one it takes, or a value has no code there (the delta query then runs)."""
+        if len(rule.atoms) < 3 or rule.negs or self.direct_first_round:
+            return None
+        preds = sorted({a.pred for a in rule.atoms})
+        values = {p: self._coding(p).columns(self.input_keys[p][self._natural(p)])
+                  for p in preds}
+        strings = [set(col.tolist()) for p in preds
+                   for col, t in zip(values[p], self.key_types[p], strict=True)
+                   if t == "string"]
+        strings.append(set(rule_strings(rule.prep.rule)))
+        try:
+            codes = Codes(strings)
+            rels = {p: Relation.of(np.stack(
+                [codes.encode(col, t) for col, t in zip(values[p], self.key_types[p],
+                                                         strict=True)], axis=1)
+                if self.key_types[p] else np.zeros((len(self.input_keys[p][
+                    self._natural(p)]), 0), np.int64)) for p in preds}
+            compiled = CompiledRule(self.prog, rule.prep, codes, rels)
+            stats = JoinStats()
+            heads = compiled.heads([rels[a.pred] for a in rule.atoms], frozenset(), stats,
+                                   every=True)
+        except NotColumnar:
+            return None
+        counters = self._counters
+        counters["first_round_joins"] = counters.get("first_round_joins", 0) + 1
+        counters["first_round_steps"] = counters.get("first_round_steps", 0) + stats.operations
+        schema = self.prog.schemas[rule.pred]
+        keys = self._coding(rule.pred).encode_columns(
+            [codes.decode(heads[:, i], c.type) for i, c in enumerate(schema.columns)]
+        ) if schema.arity else self.packing.pack(natural(0), [], len(heads))
+        return keys, np.ones(len(keys), np.int64)
+
     def initialize(self, store: RelationStore) -> dict[str, CodedRows | set[Row]]:
         self._counters = {"delta_queries": 0, "rows_gathered": 0}
         aggregated = {}
@@ -1864,6 +1954,10 @@ class ColumnarStratum:
                 k = self._encode(pred, facts)
                 c0.setdefault(pred, []).append((k, np.ones(len(k), np.int64)))
         for rule in self.base_rules:
+            first = self._first_round(rule)
+            if first is not None:
+                self._collect(c0, rule, first)
+                continue
             if rule.atoms:
                 a0 = rule.atoms[0]
                 p, seed = 0, self._input_keys(a0.pred, self._natural(a0.pred))
@@ -2341,4 +2435,7 @@ class ColumnarStratum:
                         ("inner_iterations", iterations), ("facts_touched", facts),
                         ("columnar_strata", 1)):
             work[name] = work.get(name, 0) + n
+        for name in ("first_round_joins", "first_round_steps"):  # (a load's, when any)
+            if name in self._counters:
+                work[name] = work.get(name, 0) + self._counters[name]
         return work
