@@ -1338,6 +1338,22 @@ def _hist(values: I32) -> I64:
     return np.bincount(values).astype(np.int64)
 
 
+def _cyclic(atoms: Sequence[Sequence[str]]) -> bool:
+    """Whether the hypergraph of the atoms' variables (an edge per atom) is cyclic: the
+    GYO reduction (a variable of one edge only goes, and so does an edge within another)
+    leaves some edge."""
+    edges = [set(vs) for vs in atoms]
+    while True:
+        for e in edges:
+            e -= {v for v in e if sum(v in f for f in edges) == 1}
+        for i, e in enumerate(edges):
+            if not e or any(j != i and e <= f for j, f in enumerate(edges)):
+                del edges[i]
+                break
+        else:
+            return bool(edges)
+
+
 def _distinct(a: NDArray[Any]) -> NDArray[Any]:
     """The distinct values of ``a``, sorted (numpy's ``unique`` hashes when it is not asked
     for positions: ten times slower than sorting a million int64 keys)."""
@@ -1893,14 +1909,16 @@ class ColumnarStratum:
 
     # -- initialize -----------------------------------------------------------------------
     def _first_round(self, rule: _CRule) -> tuple[I64, I64] | None:
-        """Head keys and derivation counts of a base rule of three atoms or more (and no
+        """Head keys and derivation counts of a cyclic base rule (three atoms or more, no
         negation) over its inputs, by the columnar core's compiled leapfrog triejoin:
         every assignment of the body one derivation (no variable existential), the
         inputs recoded as the core codes them (order-preserving) and the head rows back
         into the stratum's codes. Worst-case optimal where the delta query seeded by a
         whole input is not (a cyclic body: the triangles). None when the rule is not
-        one it takes, or a value has no code there (the delta query then runs)."""
-        if len(rule.atoms) < 3 or rule.negs or self.direct_first_round:
+        one it takes, or a value has no code there (the delta query then runs: on an
+        acyclic body it is as fast, with no recoding)."""
+        if (len(rule.atoms) < 3 or rule.negs or self.direct_first_round
+                or not _cyclic([a.vars for a in rule.atoms])):
             return None
         preds = sorted({a.pred for a in rule.atoms})
         values = {p: self._coding(p).columns(self.input_keys[p][self._natural(p)])
