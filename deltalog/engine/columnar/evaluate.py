@@ -79,25 +79,29 @@ class Result:
         return frozenset(zip(*cols, strict=True))
 
 
-def _expr_strings(e: Expr) -> list[str]:
+def _expr_constants(e: Expr) -> list[Value]:
     if isinstance(e, Const):
-        return [e.value] if isinstance(e.value, str) else []
+        return [e.value]
     if isinstance(e, BinOp):
-        return _expr_strings(e.left) + _expr_strings(e.right)
+        return _expr_constants(e.left) + _expr_constants(e.right)
     return []
+
+
+def rule_constants(rule: Rule) -> list[Value]:
+    """The constants of a rule (its head's, its atoms', its comparisons')."""
+    out = [v for a in rule.head.args for v in _expr_constants(a)]
+    for item in rule.body:
+        atom = item.atom if isinstance(item, Negation) else item
+        if isinstance(atom, Atom):
+            out += [v for a in atom.args for v in _expr_constants(a)]
+        elif isinstance(item, Compare):
+            out += _expr_constants(item.left) + _expr_constants(item.right)
+    return out
 
 
 def rule_strings(rule: Rule) -> list[str]:
     """The string constants of a rule (its head's, its atoms', its comparisons')."""
-    out = [a.value for a in rule.head.args if isinstance(a, Const) and isinstance(a.value, str)]
-    for item in rule.body:
-        atom = item.atom if isinstance(item, Negation) else item
-        if isinstance(atom, Atom):
-            out += [a.value for a in atom.args
-                    if isinstance(a, Const) and isinstance(a.value, str)]
-        elif isinstance(item, Compare):
-            out += _expr_strings(item.left) + _expr_strings(item.right)
-    return out
+    return [v for v in rule_constants(rule) if isinstance(v, str)]
 
 
 def _as_columns(rows: Input, arity: int) -> tuple[list[Column], int]:

@@ -38,7 +38,7 @@ from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
 from deltalog.engine.columnar import rules as columnar_rules
 from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values, int_table
-from deltalog.engine.columnar.evaluate import rule_strings
+from deltalog.engine.columnar.evaluate import rule_constants, rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj, split_recording
 from deltalog.engine.columnar.versions import (
@@ -161,6 +161,9 @@ class LoadCoding:
         recorded on them (a constant not coded, a relation refused)."""
         for value in rule_strings(prep.rule):  # not a string: NotColumnar
             self.codes.code(value, "string")
+        if any(type(v) is int and not kernels.BOT < v < kernels.TOP
+               for v in rule_constants(prep.rule)):  # (the codes of -inf and +inf)
+            raise NotColumnar("a value at the ends of the 64-bit range")
         preds = sorted({a.pred for a in (*prep.atoms, *prep.negations)})
         for pred in preds:
             if pred in self.refused:

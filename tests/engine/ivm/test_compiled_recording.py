@@ -516,3 +516,17 @@ def test_a_loads_rules_share_one_coding_and_a_refused_relation_refuses_only_its_
     data["e"].add(("c", "b"))
     data["s"].add(("c",))
     assert engine.relation("p") == evaluate(prog, data)["p"]
+
+
+def test_a_rule_constant_at_the_ends_of_the_64_bit_range_records_on_the_tuple_join():
+    """Found by a probe: the constant 2^63 - 1 has the code of +inf, so the compiled join
+    recorded the interval of ``k[x1]`` at x1 = 2^63 - 1 as (+inf, +inf), which the row
+    k[2^63 - 1] inserted later never stabbed: the head row was missed."""
+    value = 2**63 - 1
+    prog = load_program(".decl k[a: int] = b: int\n.decl p(c: int, d: string)\n"
+                        f'p(x + 2, "a") :- x = {value}, k[x] = _.')
+    engine = IncrementalEngine(prog, {"k": []}, "sensitivity")
+    recorded = {h.maintainer.recorded_by for _, m in engine.strata for h in m.heads}
+    assert recorded == {"tuples: a value at the ends of the 64-bit range"}
+    assert engine.apply({"k": {(value, 2): 1}}) == {"p": {(value + 2, "a"): 1}}
+    assert engine.apply({"k": {(value, 2): -1}}) == {"p": {(value + 2, "a"): -1}}
