@@ -61,9 +61,10 @@ at a time (hash probes, births gathered and merged, ↑↑H decisions, a view's 
 checked by depth) are compiled with numba (``deltalog.engine.dbsp.kernels``); the rest
 is whole-array numpy.
 
-A non-recursive stratum (no functional head) has every fact at depth 0 with one
-derivation count, which a commit's Δc[0] changes: it keeps sorted keys and a count per
-fact (``_Counts``), found by binary searches, and none of the above.
+A non-recursive stratum (whose functional heads, if any, have a key of one column) has
+every fact at depth 0 with one derivation count, which a commit's Δc[0] changes: it
+keeps sorted keys and a count per fact (``_Counts``), found by binary searches, and none
+of the above; a functional head's keys are found by their high half.
 
 Comparisons and assignments run on whole columns as soon as their variables are bound:
 int and float codes turn into values through a mirror array of each code's value,
@@ -1391,6 +1392,17 @@ class _Counts:
             self.ycnt = self.ncnt = self.cnt[:0].copy()
             self.dead = 0
 
+    def with_high(self, first: I64) -> I64:
+        """The facts (keys) whose high half is one of ``first`` (sorted, distinct)."""
+        found = []
+        for keys, cnt in ((self.keys, self.cnt), (self.ykeys, self.ycnt),
+                          (self.nkeys, self.ncnt)):
+            if len(keys):
+                _, idx = _ranges(_positions(keys, first << 32),
+                                 _positions(keys, (first + 1) << 32))
+                found.append(keys[idx[cnt[idx] != 0]])
+        return np.concatenate(found) if found else _E64
+
     def _merged(self, *parts: tuple[I64, NDArray[Any]]) -> tuple[I64, NDArray[Any]]:
         """The parts (disjoint sorted keys, counts) as one, tombstones dropped (they leave
         ``dead``)."""
@@ -1522,11 +1534,13 @@ class ColumnarStratum:
                     self.key_types[names[sig]] = _key_types(prog, neg)
                 rule.neg_names.append(names[sig])
         # A non-recursive stratum (its delta queries read inputs only, at inner iteration
-        # 0) keeps a count per fact (``_Counts``), unless a head is functional (whose check
-        # reads the new version by key columns: the nested-time relations do).
+        # 0) keeps a count per fact (``_Counts``), unless a functional head has a key of
+        # other than one column (its check reads the new version by the key's columns,
+        # which the nested-time relations keep sorted; one column is the keys' high half).
         self.counted: dict[str, _Counts] = {}
-        if not self.recursive_rules and not any(prog.schemas[p].functional
-                                                for p in stratum.preds):
+        if not self.recursive_rules and all(
+                not prog.schemas[p].functional or prog.schemas[p].key_arity == 1
+                for p in stratum.preds):
             self.counted = {p: _Counts(prog.schemas[p].arity) for p in stratum.preds}
         self.rels = {p: _Rel(prog.schemas[p].arity, self.packing) for p in stratum.preds
                      if p not in self.counted}
@@ -2110,6 +2124,9 @@ class ColumnarStratum:
                 raise AssertionError(f"negative derivation count in {pred}")
             rel.load(k, w)
         self.work = self._work(1, sum(len(r.keys) for r in self.counted.values()))
+        for pred, rel in self.counted.items():
+            if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)
+                check_functional(self.prog.schemas[pred], sorted(self._decode(pred, rel.keys)))
         # the store takes the facts coded (the main part's keys, which never change in
         # place), those of a predicate of no columns as rows
         return {p: CodedRows(rel.keys, self._coding(p)) if rel.arity else
@@ -2214,7 +2231,7 @@ class ColumnarStratum:
     def _apply_counted(self) -> dict[str, Delta]:
         """A commit of a non-recursive stratum: Δc[0] added to the facts' counts; a fact
         whose count leaves 0 comes, one whose count reaches 0 goes."""
-        changes = []
+        changes = {}
         out: dict[str, Delta] = {}
         for pred, (k, w) in self._delta_c(0, {}, {}, {}).items():
             rel = self.counted[pred]
@@ -2229,13 +2246,50 @@ class ColumnarStratum:
             d.update(dict.fromkeys(self._decode(pred, k[(old > 0) & (new == 0)]), -1))
             if d:
                 out[pred] = d
-            changes.append((rel, k, old, new, at))
-        for rel, k, old, new, at in changes:
+            changes[pred] = (rel, k, old, new, at)
+        for pred, rel in self.counted.items():  # (in the stratum's order, as the check ran)
+            if pred in out and self.prog.schemas[pred].functional:
+                rel, k, old, new, _ = changes[pred]
+                self._check_counted(pred, rel, k, old, new, out[pred])
+        for rel, k, old, new, at in changes.values():
             rel.update(k, old, new, at)
-        self.work = self._work(1, sum(len(c[1]) for c in changes))
+        self.work = self._work(1, sum(len(c[1]) for c in changes.values()))
         self.work["iterations_skipped"] = 0
         self._commit_inputs()
         return out
+
+    def _check_counted(self, pred: str, rel: "_Counts", k: I64, old: I64, new: I64,
+                       d: Delta) -> None:
+        """A key of functional ``pred`` (one column: the keys' high half) with two values
+        in the new version (the old facts of counts ``old`` at keys ``k`` counting ``new``)
+        is DL302, as ``deltalog.engine.heads.check_functional``; raised before the state
+        changes."""
+        came = k[(old == 0) & (new > 0)]
+        if not len(came):
+            return
+        went = k[(old > 0) & (new == 0)]
+        first = _distinct(came >> 32)
+        held = rel.with_high(first)
+        n = np.zeros(len(first), np.int64)
+        for keys, sign in ((held, 1), (went, -1), (came, 1)):
+            pos, hit = _find(first, keys >> 32)
+            n += sign * np.bincount(pos[hit], minlength=len(first))
+        if not (n > 1).any():
+            return
+        column = self.prog.schemas[pred].columns[0]
+
+        def old_value(key: Row) -> Row | None:
+            """The key's row in the old version (the key of an inserted row)."""
+            code = self.codes[column.type].find([key[0]])
+            facts = rel.with_high(code) if code[0] >= 0 else _E64
+            return self._decode(pred, facts[:1])[0] if len(facts) else None
+
+        try:
+            change_conflict(pred, 1, d, old_value)
+        except DataError:
+            self._input_delta = {}  # (the inputs keep their old versions)
+            raise
+        raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def _delta_c(self, t: int, prev: Mapping[str, tuple[I64, I64]],
                  prev2: Mapping[str, tuple[I64, I64]], last: Mapping[str, tuple[I64, I64]]

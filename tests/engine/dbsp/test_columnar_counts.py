@@ -14,7 +14,7 @@ from deltalog.engine import state_codec
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.dbsp import columnar
 from deltalog.engine.dbsp.columnar import ColumnarStratum, _Counts
-from deltalog.engine.errors import NotSupportedError
+from deltalog.engine.errors import DataError, NotSupportedError
 from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 from deltalog.engine.segments import MemorySegments
 
@@ -188,3 +188,58 @@ def test_a_state_of_the_previous_format_is_refused_with_the_reason():
     blob = state_codec.dumps((IncrementalEngine.STATE_FORMAT - 1, engine))
     with pytest.raises(NotSupportedError, match="rebuild the state from the tables"):
         IncrementalEngine.loads(blob)
+
+
+FUNCTIONAL = (".decl e(a: int, b: int)\n.decl best[x: int] = y: int\n"
+              "best[x] = y :- e(x, y), y > 2.\n")
+
+
+def test_a_functional_head_of_one_key_column_is_kept_as_counts(thresholds):
+    """A second value for a key is DL302, naming both facts, before the state changes;
+    values that replace one another in one commit are none."""
+    prog = load_program(FUNCTIONAL)
+    engine = IncrementalEngine(prog, {"e": {(1, 3), (2, 1)}})
+    assert _counts(engine, "best") == {(1, 3): 1}
+    assert engine.apply({"e": {(1, 3): -1, (1, 4): 1}}) == {"best": {(1, 3): -1, (1, 4): 1}}
+    assert engine.apply({"e": {(2, 5): 1, (1, 4): -1, (1, 6): 1}}) == {
+        "best": {(2, 5): 1, (1, 4): -1, (1, 6): 1}}
+    assert engine.apply({"e": {(1, 2): 1}}) == {}  # (y > 2: no second value)
+    engine = IncrementalEngine.loads(engine.dumps())
+    with pytest.raises(DataError) as err:
+        engine.apply({"e": {(1, 7): 1}})
+    assert err.value.code == "DL302"
+    assert "best[1] = 6." in str(err.value) and "best[1] = 7." in str(err.value)
+    engine = IncrementalEngine(prog, {"e": {(1, 3), (2, 4)}})
+    with pytest.raises(DataError) as err:
+        engine.apply({"e": {(3, 5): 1, (3, 6): 1}})
+    assert "best[3] = 5." in str(err.value) and "best[3] = 6." in str(err.value)
+    assert _counts(engine, "best") == {(1, 3): 1, (2, 4): 1}
+    with pytest.raises(DataError):
+        IncrementalEngine(prog, {"e": {(1, 3), (1, 4)}})
+
+
+def _outcome(engine: IncrementalEngine, change: dict) -> object:
+    try:
+        return engine.apply(change)
+    except DataError as err:
+        return str(err)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_functional_head_agrees_with_the_tuple_kernel(seed):
+    """Random commits on both kernels: the same deltas, or the same DL302 message."""
+    rng = random.Random(seed)
+    prog = load_program(FUNCTIONAL.replace("y > 2", "y > 1"))
+    edb = {"e": {(x, rng.randrange(5)) for x in range(4)}}
+    col = IncrementalEngine(prog, edb)
+    tup = IncrementalEngine(prog, edb, columnar=False)
+    assert _counted(col, "best") is not None
+    for _ in range(12):
+        rows = {(rng.randrange(4), rng.randrange(5)) for _ in range(rng.randrange(1, 4))}
+        change = {r: -1 if tup.contains("e", r) else 1 for r in rows}
+        got = _outcome(col, {"e": change})
+        assert got == _outcome(tup, {"e": change}), change
+        if isinstance(got, str):
+            assert "DL302" in got
+            return
+        assert col.relation("best") == tup.relation("best")
