@@ -44,21 +44,27 @@ those whose other variables are all bound, and checked against the others; when 
 is that ready, an atom with some of its variables bound binds all of its free ones from
 its rows.
 
-State per defined relation: every fact it held since the last compaction has an id; the
-keys sorted (a main part, and a young part and a nursery of facts first seen since),
-sorted again in each other layout a join reads, a hash index from key to id, and by id the depth and
-the births (a slice of (t, count) entries in a pool). A commit gives the facts it touches
-(Δc ≠ 0 somewhere) slots in the order they are first touched, gathers their old births
-once, and keeps their new depths by id beside the old ones, so a join reads either
-version of a relation from the same arrays; the births and depths change at the end of
-the commit. An iteration where nothing can change is skipped: once o[t-1] = o[t-2]
-(no membership changed at depth t-1), the next iteration to run is the first at which
-a touched fact changes by itself (its old depth, or an old birth of an undecided one)
-or a term seeded by an input's change finds own facts of depth t-1 agreeing with it
-(their old depths, looked up once per commit); none: the commit is done, however deep
-the old facts go. The loops that walk touched facts one at a time (hash probes, births
-gathered and merged, ↑↑H decisions, a view's ranges checked by depth) are compiled with
-numba (``deltalog.engine.dbsp.kernels``); the rest is whole-array numpy.
+State per defined relation of a recursive stratum: every fact it held since the last
+compaction has an id; the keys sorted (a main part, and a young part and a nursery of
+facts first seen since), sorted again in each other layout a join reads, a hash index
+from key to id, and by id the depth and the births (a slice of (t, count) entries in a
+pool). A commit gives the facts it touches (Δc ≠ 0 somewhere) slots in the order they
+are first touched, gathers their old births once, and keeps their new depths by id
+beside the old ones, so a join reads either version of a relation from the same arrays;
+the births and depths change at the end of the commit. An iteration where nothing can
+change is skipped: once o[t-1] = o[t-2] (no membership changed at depth t-1), the next
+iteration to run is the first at which a touched fact changes by itself (its old depth,
+or an old birth of an undecided one) or a term seeded by an input's change finds own
+facts of depth t-1 agreeing with it (their old depths, looked up once per commit); none:
+the commit is done, however deep the old facts go. The loops that walk touched facts one
+at a time (hash probes, births gathered and merged, ↑↑H decisions, a view's ranges
+checked by depth) are compiled with numba (``deltalog.engine.dbsp.kernels``); the rest
+is whole-array numpy.
+
+A non-recursive stratum (whose functional heads, if any, have a key of one column) has
+every fact at depth 0 with one derivation count, which a commit's Δc[0] changes: it
+keeps sorted keys and a count per fact (``_Counts``), found by binary searches, and none
+of the above; a functional head's keys are found by their high half.
 
 Comparisons and assignments run on whole columns as soon as their variables are bound:
 int and float codes turn into values through a mirror array of each code's value,
@@ -1332,6 +1338,130 @@ class _Rel:
         self.pool_n = self.live = len(idx)
 
 
+I32_MAX = 2**31 - 1
+
+
+def _counts_array(counts: I64) -> NDArray[Any]:
+    """Derivation counts as kept: int32 when every one fits, else int64."""
+    if len(counts) and int(counts.max()) > I32_MAX:
+        return counts.astype(np.int64)
+    return counts.astype(np.int32)
+
+
+@dataclass
+class _Counts:
+    """One relation of a non-recursive stratum. Its facts are all at depth 0 of the
+    outer time with one derivation count each (Δc[0] of a commit added to it), so it
+    keeps sorted keys (the natural layout) and a count each, in three parts, a key in at
+    most one: the main part; a young part of facts first seen since the main one was
+    written, which joins it past an eighth of it; and a nursery of at most
+    ``NURSERY_MAX``, which joins the young part, so a commit copies at most the nursery to
+    insert. Counts are int32 until one passes 2^31 - 1 (then int64, every part). A fact
+    that leaves keeps its key, with count 0, in the main and young parts (a tombstone,
+    reused when it comes back, dropped when the parts merge, which they do past
+    max(``PURGE_MIN``, a quarter of the main part) of them) and leaves the nursery at
+    once. A commit finds its few keys by binary searches of each part (compiled,
+    galloping for many sorted keys); no index is kept. The main part's keys never change
+    in place (a merge writes new arrays), so the store may hold them as they are."""
+
+    arity: int
+    keys: I64 = field(default_factory=lambda: _E64)
+    cnt: NDArray[Any] = field(default_factory=lambda: _E32)
+    ykeys: I64 = field(default_factory=lambda: _E64)
+    ycnt: NDArray[Any] = field(default_factory=lambda: _E32)
+    nkeys: I64 = field(default_factory=lambda: _E64)
+    ncnt: NDArray[Any] = field(default_factory=lambda: _E32)
+    dead: int = 0  # tombstones (count 0) in the main and young parts
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        kernels.warm()
+        self.__dict__.update(state)
+
+    def load(self, keys: I64, counts: I64) -> None:
+        """The facts (sorted distinct keys) with their counts (all positive)."""
+        self.keys, self.cnt = keys, _counts_array(counts)
+        self.ykeys = self.nkeys = _E64
+        self.ycnt = self.ncnt = self.cnt[:0].copy()
+        self.dead = 0
+
+    def __len__(self) -> int:
+        """The number of facts."""
+        return int(np.count_nonzero(self.cnt) + np.count_nonzero(self.ycnt)) + len(self.nkeys)
+
+    def facts(self) -> I64:
+        """Every fact's key, sorted."""
+        return np.sort(np.concatenate([self.keys[self.cnt != 0], self.ykeys[self.ycnt != 0],
+                                       self.nkeys]))
+
+    def lookup(self, k: I64) -> tuple[I64, list[tuple[I64, Bool]]]:
+        """The counts of keys ``k`` (0: no fact) and where each part holds them."""
+        old = np.zeros(len(k), np.int64)
+        at = []
+        for keys, cnt in ((self.keys, self.cnt), (self.ykeys, self.ycnt),
+                          (self.nkeys, self.ncnt)):
+            pos, hit = _find(keys, k)
+            if hit.any():
+                old[hit] = cnt[pos[hit]]
+            at.append((pos, hit))
+        return old, at
+
+    def update(self, k: I64, old: I64, new: I64, at: list[tuple[I64, Bool]]) -> None:
+        """Keys ``k`` (sorted, distinct) of counts ``old`` (where ``lookup`` found them:
+        ``at``) now count ``new`` (none negative; a key no part holds counts more than 0)."""
+        if len(new) and int(new.max()) > I32_MAX and self.cnt.dtype != np.int64:
+            self.cnt, self.ycnt = self.cnt.astype(np.int64), self.ycnt.astype(np.int64)
+            self.ncnt = self.ncnt.astype(np.int64)
+        dtype = self.cnt.dtype
+        (mpos, mhit), (ypos, yhit), (npos, nhit) = at
+        for cnt, pos, hit in ((self.cnt, mpos, mhit), (self.ycnt, ypos, yhit)):
+            if hit.any():
+                cnt[pos[hit]] = new[hit]
+                self.dead += int(np.count_nonzero(old[hit] > 0) - np.count_nonzero(new[hit] > 0))
+        fresh = ~(mhit | yhit | nhit)
+        if nhit.any() or fresh.any():
+            nk, nc = self.nkeys, self.ncnt.copy()
+            nc[npos[nhit]] = new[nhit]
+            if fresh.any():
+                fk = k[fresh]
+                where = np.searchsorted(nk, fk)
+                nk, nc = np.insert(nk, where, fk), np.insert(nc, where, new[fresh].astype(dtype))
+            keep = nc != 0
+            self.nkeys, self.ncnt = nk[keep], nc[keep]
+        if len(self.nkeys) > NURSERY_MAX:  # the nursery joins the young part
+            self.ykeys, self.ycnt = self._merged((self.ykeys, self.ycnt),
+                                                 (self.nkeys, self.ncnt))
+            self.nkeys, self.ncnt = _E64, self.ncnt[:0].copy()
+        if len(self.ykeys) > max(YOUNG_MIN, len(self.keys) // 8) or self.dead > max(
+                PURGE_MIN, len(self.keys) // 4):
+            self.keys, self.cnt = self._merged((self.keys, self.cnt), (self.ykeys, self.ycnt),
+                                               (self.nkeys, self.ncnt))
+            self.ykeys = self.nkeys = _E64
+            self.ycnt = self.ncnt = self.cnt[:0].copy()
+            self.dead = 0
+
+    def with_high(self, first: I64) -> I64:
+        """The facts (keys) whose high half is one of ``first`` (sorted, distinct)."""
+        found = []
+        for keys, cnt in ((self.keys, self.cnt), (self.ykeys, self.ycnt),
+                          (self.nkeys, self.ncnt)):
+            if len(keys):
+                _, idx = _ranges(_positions(keys, first << 32),
+                                 _positions(keys, (first + 1) << 32))
+                found.append(keys[idx[cnt[idx] != 0]])
+        return np.concatenate(found) if found else _E64
+
+    def _merged(self, *parts: tuple[I64, NDArray[Any]]) -> tuple[I64, NDArray[Any]]:
+        """The parts (disjoint sorted keys, counts) as one, tombstones dropped (they leave
+        ``dead``)."""
+        keys = np.concatenate([p[0] for p in parts])
+        cnt = np.concatenate([p[1] for p in parts])
+        keep = cnt != 0
+        self.dead -= len(cnt) - int(np.count_nonzero(keep))
+        keys, cnt = keys[keep], cnt[keep]
+        order = np.argsort(keys, kind="stable")
+        return keys[order], cnt[order]
+
+
 def _hist(values: I32) -> I64:
     if not len(values):
         return _E64
@@ -1470,7 +1600,17 @@ class ColumnarStratum:
                     self.negations[names[sig]] = neg
                     self.key_types[names[sig]] = _key_types(prog, neg)
                 rule.neg_names.append(names[sig])
-        self.rels = {p: _Rel(prog.schemas[p].arity, self.packing) for p in stratum.preds}
+        # A non-recursive stratum (its delta queries read inputs only, at inner iteration
+        # 0) keeps a count per fact (``_Counts``), unless a functional head has a key of
+        # other than one column (its check reads the new version by the key's columns,
+        # which the nested-time relations keep sorted; one column is the keys' high half).
+        self.counted: dict[str, _Counts] = {}
+        if not self.recursive_rules and all(
+                not prog.schemas[p].functional or prog.schemas[p].key_arity == 1
+                for p in stratum.preds):
+            self.counted = {p: _Counts(prog.schemas[p].arity) for p in stratum.preds}
+        self.rels = {p: _Rel(prog.schemas[p].arity, self.packing) for p in stratum.preds
+                     if p not in self.counted}
         # per input: its keys in every layout a join has asked for (the natural one first)
         self.input_keys: dict[str, dict[Layout, I64]] = {}
         # per input and layout: the keys changed since ``input_keys`` was written
@@ -1986,6 +2126,8 @@ class ColumnarStratum:
             self._collect(c0, rule, self._join(rule, p, seed, np.ones(len(seed), np.int64),
                                                srcs))
         ct = self._zsets(c0)
+        if self.counted:
+            return self._initialize_counted(ct)
         births: dict[str, list[tuple[I64, I32, I64]]] = {p: [] for p in self.rels}
         layers: dict[str, list[I64]] = {p: [] for p in self.rels}
         # per relation: its facts so far (sorted), their depths, and the facts by swapped
@@ -2085,6 +2227,23 @@ class ColumnarStratum:
         return {p: CodedRows(rel.keys.copy(), self._coding(p)) if rel.arity else
                 set(self._decode(p, rel.keys)) for p, rel in self.rels.items()}
 
+    def _initialize_counted(self, ct: Mapping[str, tuple[I64, I64]]
+                            ) -> dict[str, CodedRows | set[Row]]:
+        """(initialize, a non-recursive stratum) Δc[0] is every fact with its count."""
+        for pred, rel in self.counted.items():
+            k, w = ct.get(pred, (_E64, _E64))
+            if (w <= 0).any():
+                raise AssertionError(f"negative derivation count in {pred}")
+            rel.load(k, w)
+        self.work = self._work(1, sum(len(r.keys) for r in self.counted.values()))
+        for pred, rel in self.counted.items():
+            if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)
+                check_functional(self.prog.schemas[pred], sorted(self._decode(pred, rel.keys)))
+        # the store takes the facts coded (the main part's keys, which never change in
+        # place), those of a predicate of no columns as rows
+        return {p: CodedRows(rel.keys, self._coding(p)) if rel.arity else
+                set(self._decode(p, rel.keys)) for p, rel in self.counted.items()}
+
     def _build_rels(self, members: Mapping[str, I64], mids: Mapping[str, I64],
                     depths: Mapping[str, I32], swapped: Mapping[str, list[I64]]) -> None:
         """(initialize) The member arrays with their ids and depths by id, and by swapped
@@ -2132,6 +2291,8 @@ class ColumnarStratum:
             change = negation_change(neg, store[neg.atom.pred], nd) if nd else {}
             if change:
                 self._set_delta(name, change)
+        if self.counted:
+            return self._apply_counted()
         self._touched = {p: _Touched() for p in self.rels}
         self._term_depths = {}
         max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
@@ -2178,6 +2339,69 @@ class ColumnarStratum:
         self._touched, self._term_depths = {}, {}
         self._commit_inputs()
         return out
+
+    def _apply_counted(self) -> dict[str, Delta]:
+        """A commit of a non-recursive stratum: Δc[0] added to the facts' counts; a fact
+        whose count leaves 0 comes, one whose count reaches 0 goes."""
+        changes = {}
+        out: dict[str, Delta] = {}
+        for pred, (k, w) in self._delta_c(0, {}, {}, {}).items():
+            rel = self.counted[pred]
+            old, at = rel.lookup(k)
+            new = old + w
+            if ((w > 0) & (new < old)).any():
+                raise ValueError(f"not supported: a fact of {pred} derived more than "
+                                 "2^63 - 1 ways")
+            if (new < 0).any():
+                raise AssertionError(f"negative derivation count in {pred}")
+            d: Delta = dict.fromkeys(self._decode(pred, k[(old == 0) & (new > 0)]), 1)
+            d.update(dict.fromkeys(self._decode(pred, k[(old > 0) & (new == 0)]), -1))
+            if d:
+                out[pred] = d
+            changes[pred] = (rel, k, old, new, at)
+        for pred, rel in self.counted.items():  # (in the stratum's order, as the check ran)
+            if pred in out and self.prog.schemas[pred].functional:
+                rel, k, old, new, _ = changes[pred]
+                self._check_counted(pred, rel, k, old, new, out[pred])
+        for rel, k, old, new, at in changes.values():
+            rel.update(k, old, new, at)
+        self.work = self._work(1, sum(len(c[1]) for c in changes.values()))
+        self.work["iterations_skipped"] = 0
+        self._commit_inputs()
+        return out
+
+    def _check_counted(self, pred: str, rel: "_Counts", k: I64, old: I64, new: I64,
+                       d: Delta) -> None:
+        """A key of functional ``pred`` (one column: the keys' high half) with two values
+        in the new version (the old facts of counts ``old`` at keys ``k`` counting ``new``)
+        is DL302, as ``deltalog.engine.heads.check_functional``; raised before the state
+        changes."""
+        came = k[(old == 0) & (new > 0)]
+        if not len(came):
+            return
+        went = k[(old > 0) & (new == 0)]
+        first = _distinct(came >> 32)
+        held = rel.with_high(first)
+        n = np.zeros(len(first), np.int64)
+        for keys, sign in ((held, 1), (went, -1), (came, 1)):
+            pos, hit = _find(first, keys >> 32)
+            n += sign * np.bincount(pos[hit], minlength=len(first))
+        if not (n > 1).any():
+            return
+        column = self.prog.schemas[pred].columns[0]
+
+        def old_value(key: Row) -> Row | None:
+            """The key's row in the old version (the key of an inserted row)."""
+            code = self.codes[column.type].find([key[0]])
+            facts = rel.with_high(code) if code[0] >= 0 else _E64
+            return self._decode(pred, facts[:1])[0] if len(facts) else None
+
+        try:
+            change_conflict(pred, 1, d, old_value)
+        except DataError:
+            self._input_delta = {}  # (the inputs keep their old versions)
+            raise
+        raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def _delta_c(self, t: int, prev: Mapping[str, tuple[I64, I64]],
                  prev2: Mapping[str, tuple[I64, I64]], last: Mapping[str, tuple[I64, I64]]

@@ -184,7 +184,7 @@ class ColumnarMachine(RuleBasedStateMachine):
             assert self.col.relation(p) == self.rec.relation(p) == self.tup.relation(p), p
 
     def columnar_preds(self) -> set[str]:
-        return {p for m in _columnar(self.col) for p in m.rels}
+        return {p for m in _columnar(self.col) for p in m.own}
 
     @invariant()
     def coded_rows_answer_as_sets(self):
