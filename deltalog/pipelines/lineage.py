@@ -53,7 +53,7 @@ from deltalog.pipelines.commits import (
 from deltalog.pipelines.inputs import InputReader, require_table
 from deltalog.pipelines.spec import PipelineSpec
 from deltalog.pipelines.state_store import load_state, state_path
-from deltalog.pipelines.stratum_program import stratum_program
+from deltalog.pipelines.stratum_program import stratum_digest, stratum_program
 from deltalog.schemas.relation import arrow_to_rows
 
 
@@ -243,6 +243,8 @@ def _current_engine(
     reader = InputReader(root, spec, index)
     inputs, _ = reader.snapshot()
     state = load_state(state_path(root, spec.name, index, state_root))
+    if state is not None and state.digest != stratum_digest(spec.program, index):
+        state = None  # saved by another program: the tables are the truth
     if state is not None:
         try:
             source = state.open()

@@ -220,3 +220,19 @@ def test_explain_rests_on_the_facts_the_program_states(tmp_path):
     assert "· not e(_2, 1)" in text and "e(1, 2)   [program fact]" in text
     with pytest.raises(DeltalogError, match="is not in the table of 'p'"):
         lineage.explain(root, spec, "p(2)")
+
+
+def test_what_if_under_a_changed_program_reads_the_tables_not_the_old_state(tmp_path):
+    """A state saved by another program (its stratum digest differs) is not what a
+    question about the current program runs on: the stratum loads from its tables."""
+    from deltalog.pipelines.spec import load_pipeline
+
+    spec, root = make_pipeline(tmp_path)
+    run_all(spec, root)
+    text = (tmp_path / "tiny" / "program.dl").read_text(encoding="utf-8")
+    (tmp_path / "tiny" / "program.dl").write_text(text.replace(
+        "path(x, y) :- edge(x, y).", "path(x, y) :- edge(y, x)."), encoding="utf-8")
+    reversed_ = load_pipeline(tmp_path / "tiny")
+    change = lineage.what_if(root, reversed_, delete=["edge(3, 4)"])
+    expected = _two_recomputes(reversed_, set(EDGES_V1), set(EDGES_V1) - {(3, 4)})
+    assert change["path"] == expected["path"]
