@@ -244,7 +244,10 @@ def test_run_sample_names_rows_of_the_change_with_trees_over_its_inputs(tmp_path
 
 def test_run_sample_is_bounded(tmp_path, monkeypatch):
     spec, root = make_pipeline(tmp_path)
-    chain = [(i, i + 1) for i in range(1, 40)]  # trees 40 levels high, cut at TREE_LINES
+    # 1 -> 100 -> 99 -> ... -> 61: trees up to 40 levels high, cut at TREE_LINES; the
+    # sample's first rows (path(1, 61), ...: the change's first, in the order of the
+    # values) have the highest
+    chain = [(1, 100), *((i, i - 1) for i in range(100, 61, -1))]
     write_edb(root, spec, edb_tables(chain))
     md = run_all(spec, root)["path"].lineage
     assert "more lines" in md and len(md.encode()) <= lineage.SAMPLE_BYTES + 64
