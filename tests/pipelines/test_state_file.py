@@ -145,11 +145,13 @@ def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
     tmp_path, small_segments, monkeypatch
 ):
     """Sorted runs past ``CHECKED_MAX`` are checked a page at a time, when a page is
-    read: a damaged page met in the middle of a run rebuilds from the tables."""
+    read: a damaged page met in the middle of a run rebuilds from the tables. (The
+    aggregate's stratum keeps its support counts as sorted runs; a columnar stratum
+    keeps arrays, and its inputs, loaded by column, coded.)"""
     monkeypatch.setattr(deltalog.pipelines.state_store, "CHECKED_MAX", 0)
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
-    path = state_path(root, spec.name, spec.stratum_of("path"))
+    path = state_path(root, spec.name, spec.stratum_of("out_degree"))
     state = load_state(path)
     runs = [n for n, (_, _, paged, _) in state.segments.items() if paged]
     assert runs
@@ -158,7 +160,7 @@ def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
         blob[1] ^= 0x01
         (path / name).write_bytes(bytes(blob))
     write_edb(root, spec, edb_tables(EDGES_V2))
-    result = run_all(spec, root)["path"]
+    result = run_all(spec, root)["out_degree"]
     assert result.mode == "rebuilt"
     assert "checksum" in result.rebuilt_because
     assert tables_right(spec, root, EDGES_V2)
