@@ -172,3 +172,29 @@ def test_lookups_through_fences_and_by_search_agree_with_the_set(keys, queries, 
     for batch in ([[q] for q in queries] + [queries]):  # one at a time (fences), all at once
         rows = [(q,) for q in batch]
         assert held.in_keys(rows).tolist() == [q in keys for q in batch]
+
+
+@given(st.lists(st.sets(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=8),
+                max_size=12),
+       st.sets(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=20))
+def test_folding_changes_into_the_keys_keeps_the_set(batches, start):
+    """Rows inserted and erased, folded into the sorted keys at every change (the keys
+    less the erased ones, the inserted ones merged in at their places): the same set."""
+    from deltalog.engine.dbsp.columnar import coded_columns
+
+    saved = storage.FOLD_MIN
+    storage.FOLD_MIN = 0
+    try:
+        rows = sorted(start)
+        held = coded_columns(["int", "int"], [np.array([r[0] for r in rows], np.int64),
+                                              np.array([r[1] for r in rows], np.int64)])
+        want = set(start)
+        for batch in batches:  # (each row flips: present ones go, absent ones come)
+            held.difference_update([r for r in batch if r in want])
+            held.update([r for r in batch if r not in want])
+            want ^= batch
+            assert set(held) == want and len(held) == len(want)
+            assert bool((np.diff(held.keys) > 0).all())
+            assert held.contains_all(sorted(want)).all()
+    finally:
+        storage.FOLD_MIN = saved
