@@ -154,7 +154,7 @@ STRATEGIES = ("auto", "sensitivity", "dbsp", "recompute")
 
 
 def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
-                columnar: bool = True) -> StratumMaintainer:
+                columnar: bool = True, coding: Any = None) -> StratumMaintainer:
     """The maintainer of ``stratum`` under ``strategy``. ``auto`` maintains a recursive
     stratum the DBSP way, and a non-recursive one too when it qualifies for the columnar
     kernel (its delta queries cost less than recording and stabbing intervals, and keep
@@ -181,7 +181,7 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
     if columnar and columnar_reason(prog, stratum) is None:
         aggregates = aggregate_rules(stratum)  # (they read lower strata only)
         return ColumnarStratum(prog, stratum, None if aggregates is None else _maintainer(
-            prog, aggregates, strategy, columnar))
+            prog, aggregates, strategy, columnar), coding)
     return DbspStratum(prog, stratum)
 
 
@@ -204,11 +204,15 @@ class IncrementalEngine:
         self.strategy = strategy
         self.columnar = columnar
         start = time.perf_counter()
+        from deltalog.engine.dbsp.columnar import SharedCoding
+
+        # (the codes the columnar strata and the inputs loaded by column share)
+        coding = SharedCoding()
         self.store = RelationStore({name: s.arity for name, s in prog.schemas.items()})
         for name in prog.edb:
             given = edb.get(name, ())
             if isinstance(given, Columns) and self._as_columns(name, given):
-                self.store[name].load(self._coded(name, given))
+                self.store[name].load(self._coded(name, given, coding))
                 continue
             rows = self._coerced(name, given.rows() if isinstance(given, Columns) else given)
             rows.update(prog.facts.get(name, ()))
@@ -223,7 +227,7 @@ class IncrementalEngine:
         self.strata: list[tuple[Stratum, StratumMaintainer]] = []
         work: dict[str, int] = {}
         for stratum in prog.strata:
-            m = _maintainer(prog, stratum, strategy, columnar)
+            m = _maintainer(prog, stratum, strategy, columnar, coding)
             for pred, held in m.initialize(self.store).items():
                 self.store[pred].load(held if type(held) in (set, CodedRows) else set(held))
             self.store.settle()
@@ -370,12 +374,13 @@ class IncrementalEngine:
         return bool(schema.arity) and not schema.functional and all(
             c.type in ("int", "float", "string") for c in schema.columns)
 
-    def _coded(self, name: str, given: Columns) -> CodedRows:
-        """The rows of input ``name``, given by column, and its facts, as coded rows."""
+    def _coded(self, name: str, given: Columns, coding: Any) -> CodedRows:
+        """The rows of input ``name``, given by column, and its facts, as coded rows (in
+        ``coding``, the columnar strata's)."""
         from deltalog.engine.dbsp.columnar import coded_columns
 
         schema = self.prog.schemas[name]
-        held = coded_columns([c.type for c in schema.columns], given.columns)
+        held = coded_columns([c.type for c in schema.columns], given.columns, coding)
         facts = [coerce_row(schema, r) for r in self.prog.facts.get(name, ())]
         if facts:
             held.update(r for r, h in zip(facts, held.contains_all(facts).tolist(),

@@ -164,6 +164,15 @@ class CodedRows:
             out.append(np.concatenate([c, more]))
         return out
 
+    def all_keys(self) -> "NDArray[np.int64]":
+        """The keys of every row, sorted: the keys themselves when no change is kept
+        beside them (never changed in place: a reader may keep them)."""
+        keys = self._kept()
+        if self.ins:  # (rows the keys do not hold: merged in at their places)
+            added = np.sort(self.coding.encode(list(self.ins)))
+            keys = np.insert(keys, np.searchsorted(keys, added), added)
+        return keys
+
     def _kept(self) -> "NDArray[np.int64]":
         """The keys less those of the rows erased."""
         if not self.era:
@@ -197,11 +206,7 @@ class CodedRows:
         saved state writes the changes whole each time, the keys when they change)."""
         if len(self.ins) + len(self.era) <= max(FOLD_MIN, len(self.keys) >> 5):
             return
-        keys = self._kept()
-        if self.ins:  # (rows the keys do not hold: merged in at their places)
-            added = np.sort(self.coding.encode(list(self.ins)))
-            keys = np.insert(keys, np.searchsorted(keys, added), added)
-        self._set_keys(keys)
+        self._set_keys(self.all_keys())
         self.ins, self.era = set(), set()
 
 

@@ -954,12 +954,25 @@ class _RowCoding:
         return out
 
 
-def coded_columns(types: Sequence[str], columns: Sequence[Column]) -> CodedRows:
-    """The set of rows given by column (an input loaded as columns) as coded rows, in a
-    coding of their own: values coded one distinct value at a time, no Python row
-    made. Types: int, float, string."""
-    coding = _RowCoding(tuple(types), {t: _Codes() for t in TYPES}, _Packing())
-    return CodedRows(_distinct(coding.encode_columns(columns)), coding)
+@dataclass
+class SharedCoding:
+    """The codes (one dictionary per column type) and the pair packing that an engine's
+    columnar strata and its inputs loaded by column share: a stratum reads the keys of
+    such an input, or of a lower columnar stratum's relation, as they are (no recoding),
+    and a value is in one dictionary, not one per stratum."""
+
+    codes: dict[str, "_Codes"] = field(default_factory=lambda: {t: _Codes() for t in TYPES})
+    packing: "_Packing" = field(default_factory=lambda: _Packing())
+
+
+def coded_columns(types: Sequence[str], columns: Sequence[Column],
+                  coding: SharedCoding | None = None) -> CodedRows:
+    """The set of rows given by column (an input loaded as columns) as coded rows, in
+    ``coding`` (default: one of their own): values coded one distinct value at a time, no
+    Python row made. Types: int, float, string."""
+    shared = coding if coding is not None else SharedCoding()
+    rows = _RowCoding(tuple(types), shared.codes, shared.packing)
+    return CodedRows(_distinct(rows.encode_columns(columns)), rows)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1565,9 +1578,11 @@ class ColumnarStratum:
     direct_first_round = False
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
-                 aggregates: StratumMaintainer | None = None):
+                 aggregates: StratumMaintainer | None = None,
+                 coding: SharedCoding | None = None):
         """``aggregates``: the maintainer of ``aggregate_rules(stratum)`` (needed when the
-        stratum has aggregate rules); its rows of p are the input p@agg."""
+        stratum has aggregate rules); its rows of p are the input p@agg. ``coding``: the
+        codes and packing the engine's columnar strata share (default: its own)."""
         reason = columnar_reason(prog, stratum)
         if reason is not None:
             raise ValueError(f"stratum {stratum.preds} is not columnar: {reason}")
@@ -1580,8 +1595,9 @@ class ColumnarStratum:
         self.prog = prog
         self.stratum = stratum
         self.own = frozenset(stratum.preds)
-        self.codes: dict[str, _Codes] = {t: _Codes() for t in TYPES}
-        self.packing = _Packing()
+        shared = coding if coding is not None else SharedCoding()
+        self.codes: dict[str, _Codes] = shared.codes
+        self.packing = shared.packing
         self.rules = [_CRule(prog, prepare(r), self.own, self.codes) for r in rules]
         self.base_rules = [r for r in self.rules if not r.own_atoms]
         self.recursive_rules = [r for r in self.rules if r.own_atoms]
@@ -1636,6 +1652,12 @@ class ColumnarStratum:
             c.type for c in self.prog.schemas[pred].columns)
         return _RowCoding(types, self.codes, self.packing)
 
+    def _shares(self, coding: Any, pred: str) -> bool:
+        """Whether rows of ``pred`` coded by ``coding`` have the keys this stratum gives
+        them (the same codes and packing)."""
+        return (type(coding) is _RowCoding and coding.codes is self.codes
+                and coding.packing is self.packing and coding.types == self.key_types[pred])
+
     def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
         return self._coding(pred).encode(rows)
 
@@ -1643,9 +1665,11 @@ class ColumnarStratum:
         return self._coding(pred).decode(keys)
 
     # -- inputs ---------------------------------------------------------------------------
-    def _set_input(self, pred: str, keys: I64) -> None:
+    def _set_input(self, pred: str, keys: I64, distinct: bool = False) -> None:
+        """The input's natural keys (``distinct``: sorted and distinct already, kept as
+        they are: never changed in place, so they may be another's too)."""
         nat = self._natural(pred)
-        self.input_keys[pred] = {nat: _distinct(keys)}
+        self.input_keys[pred] = {nat: keys if distinct else _distinct(keys)}
         self.input_patch[pred] = {nat: (_E64, _E32)}
 
     def _input_keys(self, pred: str, layout: Layout) -> I64:
@@ -2097,7 +2121,9 @@ class ColumnarStratum:
                           for p, rows in self.aggregates.initialize(store).items()}
         for pred in self.inputs:
             held = aggregated[pred] if pred in aggregated else store[pred].rows
-            if type(held) is CodedRows:  # a lower columnar stratum's: its columns recoded
+            if type(held) is CodedRows and self._shares(held.coding, pred):
+                self._set_input(pred, held.all_keys(), distinct=True)  # its keys are ours
+            elif type(held) is CodedRows:  # coded otherwise: its columns recoded
                 self._set_input(pred, self._coding(pred).encode_columns(held.columns()))
             else:
                 self._set_input(pred, self._encode(pred, list(held)))
