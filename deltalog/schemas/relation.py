@@ -122,7 +122,7 @@ def arrow_to_columns(table: pa.Table) -> Columns:
             out.append(Dictionary(coded.dictionary.to_numpy(zero_copy_only=False),
                                   coded.indices.to_numpy()))
         else:
-            out.append(array.to_numpy())
+            out.append(array.to_numpy(zero_copy_only=False))
     return Columns(out, table.num_rows if not table.num_columns else 0)
 
 
