@@ -54,3 +54,28 @@ def test_dagster_form_marks_the_functional_value():
     columns = dagster_table_schema(schema).columns
     assert "functional value" in (columns[-1].description or "")
     assert all(not c.constraints.nullable for c in columns)
+
+
+def test_arrow_to_columns_gives_the_rows_arrow_to_rows_gives():
+    """Chunked columns, large and view strings, -0.0 (made 0.0), nulls and a table of no
+    columns: the columns hold the rows ``arrow_to_rows`` reads."""
+    import numpy as np
+    import pyarrow as pa
+
+    from deltalog.engine.columnar.evaluate import Dictionary
+    from deltalog.schemas.relation import arrow_to_columns, arrow_to_rows
+
+    table = pa.table({
+        "a": pa.chunked_array([[1, 2], [3, 2]], pa.int64()),
+        "s": pa.chunked_array([["x", "é"], ["x", "yy"]], pa.large_string()),
+        "f": pa.chunked_array([[-0.0, 1.5], [2.0, -0.0]], pa.float64()),
+        "n": pa.array([1, None, 3, 4], pa.int64()),
+    })
+    cols = arrow_to_columns(table)
+    assert isinstance(cols.columns[1], Dictionary)
+    assert set(cols.rows()) == arrow_to_rows(table)
+    assert {np.signbit(v) for _, _, v, _ in cols.rows()} == {False}
+    none = pa.table({"x": pa.array([], pa.int64())}).select([])
+    assert arrow_to_columns(none).rows() == []
+    one = pa.table({"x": pa.array([1], pa.int64())}).select([])
+    assert arrow_to_columns(one).rows() == [()] == list(arrow_to_rows(one))
