@@ -97,6 +97,8 @@ class RecomputeEngine:
         self.prog = prog
         self.edb: dict[str, set[Row]] = {name: set() for name in prog.edb}
         for name, rows in edb.items():
+            if isinstance(rows, Columns) and name in prog.schemas:
+                rows.check(name, prog.schemas[name].arity)
             self.edb[name] = self._coerced(
                 name, rows.rows() if isinstance(rows, Columns) else rows)
         self.last_stats = CommitStats()
@@ -368,9 +370,7 @@ class IncrementalEngine:
     def _as_columns(self, name: str, given: Columns) -> bool:
         """Whether input ``name`` given by column is kept as coded rows."""
         schema = self.prog.schemas[name]
-        if len(given.columns) != schema.arity:
-            raise ValueError(f"{len(given.columns)} columns for {name}, of arity "
-                             f"{schema.arity}")
+        given.check(name, schema.arity)
         return bool(schema.arity) and not schema.functional and all(
             c.type in ("int", "float", "string") for c in schema.columns)
 

@@ -42,6 +42,15 @@ class Columns:
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else self.rows_of_nullary
 
+    def check(self, name: str, arity: int) -> None:
+        """``ValueError`` unless these are ``arity`` columns of one length (of relation
+        ``name``)."""
+        if len(self.columns) != arity:
+            raise ValueError(f"{len(self.columns)} columns for {name}, of arity {arity}")
+        lengths = sorted({len(c) for c in self.columns})
+        if len(lengths) > 1:
+            raise ValueError(f"columns of {' and '.join(map(str, lengths))} rows for {name}")
+
     def rows(self) -> list[Row]:
         """The rows as Python tuples."""
         cols = [np.asarray(c.values, dtype=object)[np.asarray(c.indices)].tolist()

@@ -914,9 +914,10 @@ class _RowCoding:
 
     def _column(self, t: str, col: Column) -> I64:
         if isinstance(col, Dictionary):
-            return self._column(t, np.asarray(col.values))[np.asarray(col.indices, np.int64)]
-        if not isinstance(col, np.ndarray):
-            col = np.asarray(col, dtype=object if t == "int" else None)
+            return self._column(t, col.values)[np.asarray(col.indices, np.int64)]
+        if not isinstance(col, np.ndarray):  # (a list: its values as they are, not numpy's
+            # fixed-width text, which drops a string's trailing NULs)
+            col = np.asarray(col, dtype=np.float64 if t == "float" else object)
         if t == "float":  # (an int filling a float column is the float; -0.0 is 0.0)
             return self.codes[t].encode_array(np.asarray(col, np.float64) + 0.0)
         if t == "int" and col.dtype.kind == "i":
