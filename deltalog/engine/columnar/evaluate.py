@@ -113,6 +113,14 @@ def rule_strings(rule: Rule) -> list[str]:
     return [v for v in rule_constants(rule) if isinstance(v, str)]
 
 
+def encode_table(codes: Codes, schema: RelationSchema, cols: Sequence[Column], n: int) -> I64:
+    """The (n, arity) table of codes of ``n`` rows of ``schema`` given by column."""
+    if not schema.arity or not n:
+        return np.zeros((n if not schema.arity else 0, schema.arity), np.int64)
+    return np.stack([codes.encode(col, c.type)
+                     for col, c in zip(cols, schema.columns, strict=True)], axis=1)
+
+
 def _as_columns(rows: Input, arity: int) -> tuple[list[Column], int]:
     """The columns of an input, and its number of rows (a nullary relation has none)."""
     if isinstance(rows, Columns):
@@ -157,9 +165,9 @@ class ColumnarEvaluator:
             parts: list[I64] = []
             given_facts = prog.facts.get(name)
             if given_facts:
-                parts.append(self._encode(codes, schema, *_as_columns(given_facts, schema.arity)))
+                parts.append(encode_table(codes, schema, *_as_columns(given_facts, schema.arity)))
             if name in given:
-                parts.append(self._encode(codes, schema, *given[name]))
+                parts.append(encode_table(codes, schema, *given[name]))
             rels[name] = (Relation.of(np.concatenate(parts)) if parts
                           else Relation.empty(schema.arity))
         for name in prog.edb:
@@ -176,13 +184,6 @@ class ColumnarEvaluator:
         wanted = prog.idb if preds is None else tuple(preds)
         result.relations = {name: rels[name] for name in wanted}
         return result
-
-    @staticmethod
-    def _encode(codes: Codes, schema: RelationSchema, cols: list[Column], n: int) -> I64:
-        if not schema.arity or not n:
-            return np.zeros((n if not schema.arity else 0, schema.arity), np.int64)
-        return np.stack([codes.encode(col, c.type)
-                         for col, c in zip(cols, schema.columns, strict=True)], axis=1)
 
     def _check_functional(self, result: Result, name: str) -> None:
         schema = self.prog.schemas[name]

@@ -93,7 +93,7 @@ from deltalog.engine.columnar.encoding import (
     NotColumnar,
     int_table,
 )
-from deltalog.engine.columnar.evaluate import rule_strings
+from deltalog.engine.columnar.evaluate import encode_table, rule_strings
 from deltalog.engine.columnar.rows import Relation
 from deltalog.engine.columnar.rules import CompiledRule
 from deltalog.engine.dbsp import kernels
@@ -2094,11 +2094,8 @@ class ColumnarStratum:
         strings.append(set(rule_strings(rule.prep.rule)))
         try:
             codes = Codes(strings)
-            rels = {p: Relation.of(np.stack(
-                [codes.encode(col, t) for col, t in zip(values[p], self.key_types[p],
-                                                         strict=True)], axis=1)
-                if self.key_types[p] else np.zeros((len(self.input_keys[p][
-                    self._natural(p)]), 0), np.int64)) for p in preds}
+            rels = {p: Relation.of(encode_table(codes, self.prog.schemas[p], values[p], len(
+                self.input_keys[p][self._natural(p)]))) for p in preds}
             compiled = CompiledRule(self.prog, rule.prep, codes, rels)
             stats = JoinStats()
             heads = compiled.heads([rels[a.pred] for a in rule.atoms], frozenset(), stats,

@@ -38,7 +38,7 @@ from deltalog.engine.analysis.program import AnalyzedProgram
 from deltalog.engine.columnar import kernels
 from deltalog.engine.columnar import rules as columnar_rules
 from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values, int_table
-from deltalog.engine.columnar.evaluate import rule_constants, rule_strings
+from deltalog.engine.columnar.evaluate import encode_table, rule_constants, rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj, split_recording
 from deltalog.engine.columnar.versions import (
@@ -147,8 +147,7 @@ class LoadCoding:
                                                    strict=True) if c.type == "string"]
         self.codes = codes = Codes(strings)
         for pred, columns in listed.items():
-            tables[pred] = np.stack([codes.encode(col, c.type) for col, c in zip(
-                columns, prog.schemas[pred].columns, strict=True)], axis=1)
+            tables[pred] = encode_table(codes, prog.schemas[pred], columns, len(columns[0]))
         self.relations: dict[str, Relation] = {}
         for pred, table in tables.items():
             if (table == kernels.BOT).any() or (table == kernels.TOP).any():
