@@ -313,14 +313,15 @@ class IncrementalEngine:
     columnar = True  # (a state saved before the attribute: the default)
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 12  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    STATE_FORMAT = 13  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
     # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs,
     # arrays); 6: the columnar kernel's hash index and commit arrays saved; 7: support
     # counts and functional heads of sensitivity strata as paged maps; 8: classes named
     # in the deltalog.engine package; 9: negations (and floats, string order) on the
     # columnar DBSP kernel, sensitivity intervals as coded arrays; 10: rows of any arity on
     # the columnar DBSP kernel (layouts and pair codes); 11: a nursery of young facts;
-    # 12: a non-recursive columnar stratum keeps sorted keys and a count per fact
+    # 12: a non-recursive columnar stratum keeps sorted keys and a count per fact; 13: a
+    # variable joining int and float columns on the columnar DBSP kernel (``uncast``)
 
     def dumps(self, sink: SegmentSink | None = None) -> bytes:
         """The engine state (relations, support counts, sensitivity indices, aggregate and

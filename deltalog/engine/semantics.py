@@ -108,6 +108,18 @@ def ints_as_floats(ints: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArra
     return floats, inside & (back == ints)
 
 
+def floats_as_ints(floats: NDArray[np.float64]
+                   ) -> tuple[NDArray[np.int64], NDArray[np.bool_], bool]:
+    """``bind_as(v, "int")`` on a column of floats: the ints, where each is exactly its
+    float (an integral float inside the int64s; elsewhere no int64 equals it), and
+    whether some integral float lies beyond the int64s (the int equal to it is not one)."""
+    integral = np.isfinite(floats) & (np.floor(floats) == floats)
+    inside = (floats >= -(2.0**63)) & (floats < 2.0**63)
+    ok = integral & inside
+    return (np.where(ok, floats, 0.0).astype(np.int64), ok,
+            bool((integral & ~inside).any()))
+
+
 def exact_as_floats(ints: NDArray[np.int64]) -> bool:
     """Whether every int compares with a float through float64 as Python compares them
     (exactly): none beyond ``FLOAT_EXACT`` in magnitude."""

@@ -10,6 +10,7 @@ from deltalog.engine.errors import TYPE_MISMATCH, AnalysisError, Loc
 from deltalog.engine.syntax.ast import (
     Atom,
     BinOp,
+    BodyItem,
     Compare,
     Const,
     Decl,
@@ -17,6 +18,7 @@ from deltalog.engine.syntax.ast import (
     Negation,
     Program,
     Rule,
+    Term,
     Var,
     expr_vars,
 )
@@ -242,6 +244,43 @@ def _casts(rule: Rule, types: ColumnTypes, file: str) -> tuple[tuple[str, str], 
                     if {t, _expr_type(source, env, types, where)} == {"int", "float"}:
                         casts[target.name] = t  # type: ignore[assignment]
     return tuple(sorted(casts.items()))
+
+
+CAST_INT = "~int"  # (``uncast``) the suffix of a variable's int copy: no name has a "~"
+
+
+def uncast(rule: Rule, column_type: Callable[[str, int], str]) -> Rule:
+    """``rule`` with every variable x that ``Rule.casts`` types float and an int column of
+    a positive atom binds read there as one int variable ``x~int``, and ``x = x~int``
+    added to the body: the same bindings (an atom's int offers x the float equal to it,
+    none where there is none; and x, bound first, offers ``x~int`` the int equal to it,
+    which the int columns are looked up by, ``semantics.bind_as``), with every variable
+    read from columns of one type, so that an evaluator over per-type codes joins it.
+    ``column_type(pred, i)`` is the type of column i of ``pred``. The cast ``(x~int,
+    "int")`` is added; a rule with no such variable is returned as it is. A negated atom
+    is left alone (no binding of ``x~int`` exists for a float with no int equal to it,
+    where the negation holds)."""
+    floats = {v for v, t in rule.casts if t == "float"}
+    if not floats:
+        return rule
+    renamed: set[str] = set()
+    body: list[BodyItem] = []
+    for item in rule.body:
+        if isinstance(item, Atom):
+            args: list[Term] = []
+            for i, arg in enumerate(item.args):
+                if (isinstance(arg, Var) and arg.name in floats
+                        and column_type(item.pred, i) == "int"):
+                    renamed.add(arg.name)
+                    arg = Var(arg.name + CAST_INT)
+                args.append(arg)
+            item = replace(item, args=tuple(args))
+        body.append(item)
+    if not renamed:
+        return rule
+    body += [Compare("=", Var(x), Var(x + CAST_INT), loc=rule.loc) for x in sorted(renamed)]
+    casts = {*rule.casts, *((x + CAST_INT, "int") for x in renamed)}
+    return replace(rule, body=tuple(body), casts=tuple(sorted(casts)))
 
 
 def with_casts(program: Program, types: ColumnTypes) -> Program:

@@ -10,19 +10,23 @@ and every rule is a conjunction of positive atoms (or none: the load starts the 
 one empty row) with, beside them, comparisons and assignments over numbers (``+ - * /
 %``; ints with C/SQL semantics, floats IEEE with no result where it is not finite,
 ``deltalog.engine.semantics``), comparisons of strings (``=``, ``!=`` on codes, an order
-on the strings), and negations of lower strata; a variable joins columns of one type, and
-an int may fill a float column of the head; a non-recursive stratum, when it has no
+on the strings), and negations of lower strata; an int may fill a float column of the
+head; a non-recursive stratum, when it has no
 aggregate rules (its delta queries run once, at inner iteration 0). Constants and
 repeated variables in atoms are
 assignments of the plan (``deltalog.engine.join.plan.prepare``), and the head may hold
 constants. An aggregate rule reads lower strata only (the language allows no recursion
 through an aggregate): the maintainer of a non-recursive stratum of its own keeps it
-(``aggregate_rules``), and its rows of p enter as the input p@agg. A rule with a
-variable that joins an int and a float column, or that the analysis types a float where
-an int column binds it (``Rule.casts``), stays with the tuple-at-a-time ``DbspStratum``:
-the variable is a float whatever binds it (``x / 2`` gives 2.5 for 5), and the codes of
-an int column are not a float's. An assignment of an int to a float variable here gives
-the float equal to it (none where there is none, ``semantics.bind_as``).
+(``aggregate_rules``), and its rows of p enter as the input p@agg. A variable x that
+joins an int and a float column is a float (the analysis' ``Rule.casts``: ``x / 2`` gives
+2.5 for 5); since an int column's codes are not a float's, the rule is rewritten
+(``uncast``) to read x from the int columns as an int variable x~int, with ``x = x~int``
+added: the join binds x~int from x (the int equal to it) or x from x~int (the float
+equal to it), whichever it binds first, none where there is none. An assignment of a
+value of the other number type to a variable converts it the same way
+(``semantics.bind_as``). A negation's key set is coded in its variables' types, a
+column of the other number type converted (a value with no number of the variable's
+type equal to it is no key: no binding matches it).
 
 A negation ``!n(...)`` is an input of its own: N', the keys (values of its variables the
 body binds) for which a matching row of n exists, kept like an input relation (sorted
@@ -86,6 +90,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.analysis.typecheck import CAST_INT, uncast
 from deltalog.engine.columnar.encoding import (
     Codes,
     Column,
@@ -121,6 +126,7 @@ from deltalog.engine.semantics import (
     eval_expr,
     exact_as_floats,
     float_arith,
+    floats_as_ints,
     ints_as_floats,
 )
 from deltalog.engine.storage import CodedRows, Delta, RelationStore, StratumMaintainer
@@ -168,7 +174,7 @@ def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
     if not stratum.recursive and any(r.aggregate is not None for r in stratum.rules):
         return "aggregate rules outside recursion (kept per group by their own maintainer)"
     for rule in stratum.rules:
-        prep = prepare(rule)
+        prep = prepare(_uncast(prog, rule))
         preds = [rule.head.pred, *(a.pred for a in prep.atoms)]
         if rule.aggregate is not None:  # kept by another maintainer (aggregate_rules)
             preds = [rule.head.pred]
@@ -209,7 +215,7 @@ def _bridged(prog: AnalyzedProgram, stratum: Stratum
     schemas = dict(prog.schemas)
     for rule in stratum.rules:
         if rule.aggregate is None:
-            rules.append(rule)
+            rules.append(_uncast(prog, rule))
             continue
         pred = rule.head.pred
         name = pred + AGGREGATED
@@ -220,6 +226,11 @@ def _bridged(prog: AnalyzedProgram, stratum: Stratum
         rules.append(Rule(Atom(pred, args, schema.functional),
                           (Atom(name, args, schema.functional),), loc=rule.loc))
     return replace(prog, schemas=schemas), tuple(rules)
+
+
+def _uncast(prog: AnalyzedProgram, rule: Rule) -> Rule:
+    """``rule`` with every variable read from columns of one type (``uncast``)."""
+    return uncast(rule, lambda pred, i: prog.schemas[pred].columns[i].type)
 
 
 def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
@@ -234,8 +245,6 @@ def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
     for v, typ in prep.rule.casts:
         if types.get(v, typ) != typ:
             return f"{v}, a {typ}, is bound by a {types[v]} column"
-        if typ == "int" and v not in types:  # (``z = x / 2.0``: only the float binds it)
-            return f"{v}, an int, is equal to a float"
     var_types = _var_types(prog, prep)
     head = prep.rule.head
     for arg, col in zip(head.args, prog.schemas[head.pred].columns, strict=True):
@@ -248,12 +257,15 @@ def _column_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
 
 def _negation_problem(prog: AnalyzedProgram, prep: PreparedRule) -> str | None:
     """Why the negations of ``prep`` are not columnar (None: they are): each variable a
-    negation binds is of its column's type."""
+    negation binds is of its column's type, or both are numbers (its key set converts
+    the column's values, ``ColumnarStratum.neg_casts``)."""
     types = _var_types(prog, prep)
+    numbers = ("int", "float")
     for neg in negated_atoms(prep):
         for v, t in zip(neg.key_vars, _key_types(prog, neg), strict=True):
-            if types.get(v) != t or t not in TYPES:
-                return f"!{neg.atom.pred}(...): {v} is a {types.get(v)} in a {t} column"
+            vt = types.get(v)
+            if t not in TYPES or (vt != t and not (vt in numbers and t in numbers)):
+                return f"!{neg.atom.pred}(...): {v} is a {vt} in a column of type {t}"
     return None
 
 
@@ -1609,13 +1621,22 @@ class ColumnarStratum:
             p: tuple(c.type for c in prog.schemas[p].columns) for p in self.inputs}
         self.negations: dict[str, NegatedAtom] = {}
         names: dict[tuple[Any, ...], str] = {}
+        # a negation's keys are coded in its variables' types: a number of a column of the
+        # other type is converted (``neg_casts``: by key column, the type converted to,
+        # None where the types agree), a key with no number equal to it dropped
+        self.neg_casts: dict[str, tuple[str | None, ...]] = {}
         for rule in self.rules:
             for neg in rule.negs:
-                sig = _neg_signature(neg)
+                types = tuple(rule.types[v] for v in neg.key_vars)
+                sig = (_neg_signature(neg), types)
                 if sig not in names:
-                    names[sig] = f"~{neg.atom.pred}#{len(names)}"
-                    self.negations[names[sig]] = neg
-                    self.key_types[names[sig]] = _key_types(prog, neg)
+                    names[sig] = name = f"~{neg.atom.pred}#{len(names)}"
+                    self.negations[name] = neg
+                    self.key_types[name] = types
+                    casts = tuple(t if t != c else None
+                                  for t, c in zip(types, _key_types(prog, neg), strict=True))
+                    if any(casts):
+                        self.neg_casts[name] = casts
                 rule.neg_names.append(names[sig])
         # A non-recursive stratum (its delta queries read inputs only, at inner iteration
         # 0) keeps a count per fact (``_Counts``), unless a functional head has a key of
@@ -1640,6 +1661,17 @@ class ColumnarStratum:
         self._counters: dict[str, int] = {}
 
     # -- encoding -------------------------------------------------------------------------
+    def _neg_key(self, name: str, key: Row) -> Row | None:
+        """A key of the negation ``name`` as its variables' types hold it (None: no number
+        of a variable's type is equal to it, and no binding reads it)."""
+        out: list[Value] = []
+        for v, typ in zip(key, self.neg_casts[name], strict=True):
+            value = v if typ is None else bind_as(v, typ)
+            if value is None:
+                return None
+            out.append(value)
+        return tuple(out)
+
     def _natural(self, pred: str) -> Layout:
         """The natural layout of ``pred`` (a relation, or a negation's key set)."""
         if pred in self.key_types:
@@ -1823,9 +1855,8 @@ class ColumnarStratum:
             if op != "=":
                 continue
             for target, expr in ((left, right), (right, left)):
-                if isinstance(target, Var) and target.name == v and expr_vars(expr) <= cols.keys(
-                ) and not (rule.types[v] == "int" and _expr_type(expr, rule.types) == "float"):
-                    return k, expr  # (a float is checked against an int an atom binds)
+                if isinstance(target, Var) and target.name == v and expr_vars(expr) <= cols.keys():
+                    return k, expr
         return None
 
     def _constrained(self, rule: _CRule, cols: dict[str, I64], w: I64, todo: list[int],
@@ -1903,6 +1934,11 @@ class ColumnarStratum:
             vals, ok = self._numbers(rule, e, cols, n)
             if typ == "float" and vals.dtype == np.int64:
                 vals, exact = ints_as_floats(vals)
+                ok = ok & exact
+            elif typ == "int" and vals.dtype == np.float64:
+                vals, exact, beyond = floats_as_ints(vals)
+                if beyond:  # (an int beyond int64: coded from the Python int)
+                    raise _Slow
                 ok = ok & exact
             out[ok] = self.codes[typ].encode_array(vals[ok])
         except _Slow:
@@ -2083,8 +2119,9 @@ class ColumnarStratum:
         one it takes, or a value has no code there (the delta query then runs: on an
         acyclic body it is as fast, with no recoding)."""
         if (len(rule.atoms) < 3 or rule.negs or self.direct_first_round
-                or not _cyclic([a.vars for a in rule.atoms])):
-            return None
+                or not _cyclic([a.vars for a in rule.atoms])
+                or any(v.endswith(CAST_INT) for a in rule.atoms for v in a.vars)):
+            return None  # (the core joins x and x~int as two levels: a product)
         preds = sorted({a.pred for a in rule.atoms})
         values = {p: self._coding(p).columns(self.input_keys[p][self._natural(p)])
                   for p in preds}
@@ -2128,6 +2165,8 @@ class ColumnarStratum:
         for name, neg in self.negations.items():
             keys = {key for row in store[neg.atom.pred].rows
                     if (key := neg.key_of(row)) is not None}
+            if name in self.neg_casts:
+                keys = {nk for key in keys if (nk := self._neg_key(name, key)) is not None}
             self._set_input(name, self._encode(name, list(keys)))
         c0: dict[str, list[tuple[I64, I64]]] = {}
         for pred in self.stratum.preds:
@@ -2313,6 +2352,9 @@ class ColumnarStratum:
         for name, neg in self.negations.items():
             nd = deltas.get(neg.atom.pred)
             change = negation_change(neg, store[neg.atom.pred], nd) if nd else {}
+            if change and name in self.neg_casts:
+                change = {nk: w for key, w in change.items()
+                          if (nk := self._neg_key(name, key)) is not None}
             if change:
                 self._set_delta(name, change)
         if self.counted:
