@@ -229,8 +229,8 @@ def evaluate(
     DL312 when a recursive stratum passes ``max_iterations`` semi-naive rounds.
 
     Runs on the columnar core (``deltalog.engine.columnar``); a program it cannot code
-    (an integer beyond 64 bits, a variable joining an int column with a float column)
-    runs on this module's tuple evaluator, and ``stats.core`` says which ran and why."""
+    (an integer beyond 64 bits) runs on this module's tuple evaluator, and ``stats.core``
+    says which ran and why."""
     stats = stats if stats is not None else JoinStats()
     listed = {name: rows if isinstance(rows, Columns | list | tuple | set | frozenset)
               else list(rows) for name, rows in inputs.items()}

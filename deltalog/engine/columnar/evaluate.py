@@ -5,8 +5,11 @@ by semi-naive iteration whose rounds merge their new rows into the sorted relati
 
 ``evaluate_columns`` returns the relations as columns of values; ``deltalog.engine.evaluate``
 (what ``deltalog eval`` and the ``recompute`` strategy run) uses it and gives Python rows.
-A program the columnar core cannot code (an integer beyond 64 bits, a variable joining an
-int column with a float column) raises ``NotColumnar`` with the reason.
+A variable joining an int column and a float column (a float, ``Rule.casts``) is read
+from the int columns as an int variable ``x~int`` with ``x = x~int`` added
+(``typecheck.uncast``): the join binds whichever comes second from the first, converted
+(``semantics.bind_as``), and looks it up in its atoms. A program the columnar core cannot
+code (an integer beyond 64 bits) raises ``NotColumnar`` with the reason.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,6 +22,7 @@ from numpy.typing import NDArray
 
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
+from deltalog.engine.analysis.typecheck import uncast
 from deltalog.engine.columnar.encoding import Codes, Column, Dictionary, NotColumnar
 from deltalog.engine.columnar.rows import I64, Relation
 from deltalog.engine.columnar.rules import CompiledRule
@@ -173,11 +177,16 @@ class ColumnarEvaluator:
         for name in prog.edb:
             self._check_functional(result, name)
         compiled: dict[int, CompiledRule] = {}
+
+        def column_type(pred: str, i: int) -> str:
+            return prog.schemas[pred].columns[i].type
+
         for stratum in prog.strata:
             if all(p in inputs for p in stratum.preds):
                 continue
             for rule in stratum.rules:
-                compiled[id(rule)] = CompiledRule(prog, prepare(rule), codes, rels)
+                compiled[id(rule)] = CompiledRule(prog, prepare(uncast(rule, column_type)),
+                                                  codes, rels)
             self._stratum(stratum, rels, compiled)
             for name in stratum.preds:
                 self._check_functional(result, name)

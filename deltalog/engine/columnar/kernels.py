@@ -18,6 +18,11 @@ from numba.typed import List
 JOIN = 0  # the level's value is the intersection of its atoms' columns
 CONST = 1  # the level's value is a constant code (an atom's constant argument)
 COPY = 2  # the level's value is an earlier level's (a repeated variable, `x = y`)
+# The level's value is an earlier level's number in the other coding (``x = x~int``,
+# ``semantics.bind_as``): the float equal to an int, the int equal to a float; none
+# where there is none (the level then fails, as a seek that misses).
+FLOAT_OF_INT = 3
+INT_OF_FLOAT = 4
 
 # Comparison operators, as the plan encodes them.
 OPS = {"=": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
@@ -83,6 +88,28 @@ def _past(rel, d, lo, hi, v):
     return _gallop(rel, d, lo, hi, v + 1)
 
 
+_TWO_63 = 2.0**63
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _float_of_int(i):
+    """(whether a float equals the int ``i``, that float's code: ``float_codes``)."""
+    f = np.float64(i)
+    if f >= _TWO_63 or np.int64(f) != i:  # (2**63 - 1 rounds up to 2**63)
+        return False, np.int64(0)
+    bits = np.float64(f).view(np.int64)  # (no int gives -0.0)
+    return True, bits ^ ((bits >> 63) & INT64_MAX)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _int_of_float(c):
+    """(whether an int64 equals the float of code ``c``, that int)."""
+    f = np.int64(c ^ ((c >> 63) & INT64_MAX)).view(np.float64)
+    if not (-_TWO_63 <= f < _TWO_63) or np.floor(f) != f:  # (NaN fails the first)
+        return False, np.int64(0)
+    return True, np.int64(f)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _compare(op, a, b):
     if op == 0:
@@ -139,8 +166,10 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
 
     Level L binds one variable: ``lev_kind[L]`` JOIN (leapfrog over the atoms in slots
     ``lev_ptr[L]:lev_ptr[L+1]``, each reading column ``slot_depth`` of atom ``slot_atom``),
-    CONST (code ``lev_arg[L]``) or COPY (the value of level ``lev_arg[L]``); the atoms of
-    a CONST or COPY level must hold that value. Checks ``chk_ptr[L]:chk_ptr[L+1]`` run once
+    CONST (code ``lev_arg[L]``), COPY (the value of level ``lev_arg[L]``) or FLOAT_OF_INT,
+    INT_OF_FLOAT (that value converted between the int and the float coding; none where
+    no number of the other type equals it: the level fails); the atoms of such a level
+    must hold its value. Checks ``chk_ptr[L]:chk_ptr[L+1]`` run once
     level L is bound: ``left op right`` with operands a level's value (kind 0) or a code
     (kind 1). ``low_*`` give a JOIN level a lower bound (kind 0 level, kind 1 code, -1
     none; strict: ``>``), a shortcut for a check that stays. Levels from ``exist_level``
@@ -338,9 +367,16 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                         break
         else:
             if entering:
-                v = lev_arg[L] if kind == CONST else val[lev_arg[L]]
                 found = True
-                for s in range(s0, s1):
+                if kind == CONST:
+                    v = lev_arg[L]
+                elif kind == COPY:
+                    v = val[lev_arg[L]]
+                elif kind == FLOAT_OF_INT:
+                    found, v = _float_of_int(val[lev_arg[L]])
+                else:
+                    found, v = _int_of_float(val[lev_arg[L]])
+                for s in range(s0, s1 if found else s0):
                     a = slot_atom[s]
                     d = slot_depth[s]
                     counters[C_SEEKS] += 1

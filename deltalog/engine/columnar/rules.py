@@ -4,7 +4,9 @@ code arrays, then whole-column steps for what the join does not do, then the hea
 The join (``kernels.lftj``) binds, in the planner's variable order
 (``deltalog.engine.join.plan.choose_order``), every variable an atom holds and every
 variable a constant or another variable gives (``x = 3``, ``x = y``, repeated variables,
-constants in atoms), and checks every comparison of two variables (or a variable and a
+constants in atoms; ``x = x~int`` between a float and an int variable, ``typecheck.uncast``,
+by converting the number bound first, ``semantics.bind_as``, and looking the other up in
+its atoms), and checks every comparison of two variables (or a variable and a
 constant) of one type on codes as soon as both sides are bound; a ``>``/``>=`` bound
 also lets the leapfrog seek straight past the values it excludes. What is left runs on
 the join's output, whole columns at a time: arithmetic (``d = e + 1``; an arithmetic
@@ -16,7 +18,10 @@ stops at their first witness.
 
 Arithmetic follows ``deltalog.engine.semantics``: C/SQL integer division and remainder,
 no result for a division by zero or a float that is not finite. An integer result beyond
-64 bits has no code: ``NotColumnar``, and the evaluation runs on the tuple evaluator.
+64 bits has no code: ``NotColumnar``, and the evaluation runs on the tuple evaluator. So
+has an int variable assigned an integral float beyond 64 bits (``z = x / 2.0``, converted
+as ``semantics.floats_as_ints``); a variable read from an int and a float column is
+refused unless the rule was rewritten by ``uncast``.
 """
 
 import os
@@ -41,10 +46,12 @@ from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.semantics import (
     aggregate,
     arith,
+    bind_as,
     compare,
     eval_expr,
     exact_as_floats,
     float_arith,
+    floats_as_ints,
     ints_as_floats,
 )
 from deltalog.engine.syntax.ast import BinOp, Const, Expr, Var, expr_vars
@@ -85,9 +92,14 @@ class CompiledRule:
     """A rule prepared for the columnar core; ``run`` evaluates it over ``Relation``s."""
 
     def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, codes: Codes,
-                 relations: Mapping[str, Relation]):
+                 relations: Mapping[str, Relation], convert: bool = True):
         """``relations``: every relation by name, as the evaluation holds them (negated
-        atoms are looked up there)."""
+        atoms are looked up there). ``convert``: a variable may be bound from a number of
+        the other type (``x = x~int``, ``z = x / 2.0`` for an int z), converted
+        (``semantics.bind_as``); without it such a rule is refused, and ``x = y`` across
+        int and float is a check on the join's output (for a caller whose join must make
+        the tuple join's operations, which convert as Python does)."""
+        self.convert = convert
         self.prog = prog
         self.prep = prep
         self.rule = prep.rule
@@ -114,6 +126,8 @@ class CompiledRule:
 
     def _var_types(self) -> dict[str, str]:
         types: dict[str, str] = {}
+        # A variable is read from columns of one type (codes are per type): a rule whose
+        # variable joins an int and a float column is read through ``typecheck.uncast``.
         for a in self.prep.atoms:
             for v, c in zip(a.vars, self.prog.schemas[a.pred].columns, strict=True):
                 if types.setdefault(v, c.type) != c.type:
@@ -122,13 +136,13 @@ class CompiledRule:
                         f"(rule at {self.rule.loc})"
                     )
         # A variable the analysis types otherwise than a binding may give it (``Rule.casts``):
-        # an assignment's value is converted (``assign``); codes of an atom's column would
-        # be the other type's.
+        # an assignment's value is converted (``assign``, the join's conversion levels);
+        # codes of an atom's column would be the other type's.
         for v, typ in self.rule.casts:
             if types.get(v, typ) != typ:
                 raise NotColumnar(f"variable {v}, a {typ}, is bound by a {types[v]} column "
                                   f"(rule at {self.rule.loc})")
-            if v not in types and typ == "int":
+            if v not in types and typ == "int" and not self.convert:
                 raise NotColumnar(f"variable {v}, an int, is assigned a float "
                                   f"(rule at {self.rule.loc})")
             types[v] = typ
@@ -158,6 +172,20 @@ class CompiledRule:
         return "int" if left == right == "int" else "float"
 
     # -- planning ---------------------------------------------------------------------
+
+    def _copy(self, v: str, source: str, level: int) -> tuple[int, int] | None:
+        """(kind, level) of a join level binding ``v`` from the variable ``source`` bound
+        at ``level``: its value, or its number converted (``kernels.FLOAT_OF_INT``,
+        ``INT_OF_FLOAT``) when the two are an int and a float and an atom holds ``v`` (it
+        is looked up there, so an integral float beyond the int64s, whose int has no
+        code, matches nothing, as no binding does); None: ``v`` is computed after the
+        join (``assign``)."""
+        have, want = self.types[source], self.types[v]
+        if have == want:
+            return kernels.COPY, level
+        if not self.convert or v not in self.held or {have, want} != {"int", "float"}:
+            return None
+        return (kernels.FLOAT_OF_INT if want == "float" else kernels.INT_OF_FLOAT), level
 
     def _kernel_operand(
         self, e: Expr, typ: str, kvars: Mapping[str, int]
@@ -204,9 +232,8 @@ class CompiledRule:
                         simple = (kernels.CONST, self.codes.code(expr.value, self.types[v]))
                     except NotColumnar:
                         simple = None
-                elif isinstance(expr, Var) and expr.name in kvars and (
-                        self.types[expr.name] == self.types[v]):
-                    simple = (kernels.COPY, kvars[expr.name])
+                elif isinstance(expr, Var) and expr.name in kvars:
+                    simple = self._copy(v, expr.name, kvars[expr.name])
             if simple is not None:
                 used.add(source[1])  # type: ignore[index]
                 kvars[v] = len(kernel)
@@ -419,23 +446,32 @@ class CompiledRule:
         return (*float_arith(e.op, a, b, ok), "float")
 
     def assign(self, cols: Cols, v: str, e: Expr) -> None:
-        """Bind ``v`` to ``e`` on every row (a float variable given an int: the float
-        equal to it, none where there is none, ``semantics.bind_as``)."""
-        float_of_int = self.types.get(v) == "float" and self._expr_type(e, cols.types) == "int"
-        if isinstance(e, Var) and not float_of_int:
+        """Bind ``v`` to ``e`` on every row (a number of the other type than ``v``'s: the
+        number of its type equal to it, none where there is none, ``semantics.bind_as``;
+        an integral float beyond the int64s has an int with no code: ``NotColumnar``)."""
+        typ = self.types.get(v)
+        given = self._expr_type(e, cols.types)
+        convert = {typ, given} == {"int", "float"}
+        if isinstance(e, Var) and not convert:
             cols.codes[v] = cols.codes[e.name]
             cols.types[v] = cols.types[e.name]
             return
-        if isinstance(e, Const) and not float_of_int:
+        if isinstance(e, Const) and not convert:
             t = _const_type(e.value)
             cols.codes[v] = np.full(cols.n, self.codes.code(e.value, t), np.int64)
             cols.types[v] = t
             return
         values, ok, t = self._numeric(cols, e)
-        if float_of_int:
+        if convert and typ == "float":
             values, exact = ints_as_floats(values)
             ok = ok & exact
             t = "float"
+        elif convert:
+            values, exact, beyond = floats_as_ints(np.where(ok, values, 0.0))
+            if beyond:
+                raise NotColumnar("an integer beyond 64 bits")
+            ok = ok & exact
+            t = "int"
         cols.codes[v] = float_codes(values) if t == "float" else values.astype(np.int64)
         cols.types[v] = t
         cols.keep(ok)
@@ -492,10 +528,37 @@ class CompiledRule:
         if not fixed:
             return np.ones(cols.n, np.bool_)
         index = rel.index(tuple(fixed + free))
-        queries = np.stack(
-            [self._as_column(cols, neg.args[i], schema.columns[i].type) for i in fixed], axis=1
-        )
-        return kernels.has_prefix(index, np.ascontiguousarray(queries))  # type: ignore[no-any-return]
+        probes = [self._probe_column(cols, neg.args[i], schema.columns[i].type)
+                  for i in fixed]
+        queries = np.stack([c for c, _ in probes], axis=1)
+        partial = [k for _, k in probes if k is not None]
+        if not partial:
+            return kernels.has_prefix(index, np.ascontiguousarray(queries))  # type: ignore[no-any-return]
+        ok = np.logical_and.reduce(partial)
+        held = np.zeros(cols.n, np.bool_)
+        held[ok] = kernels.has_prefix(index, np.ascontiguousarray(queries[ok]))
+        return held
+
+    def _probe_column(self, cols: Cols, e: Var | Const, typ: str) -> tuple[I64, Bool | None]:
+        """Codes of a negation's argument in its column of type ``typ``, and the rows where
+        it has one (None: every row): a number of the other type is looked up as the
+        number of ``typ`` equal to it (``semantics.bind_as``); where there is none, no row
+        holds it."""
+        n = cols.n
+        if isinstance(e, Const):
+            value = bind_as(e.value, typ)
+            if value is None:
+                return np.zeros(n, np.int64), np.zeros(n, np.bool_)
+            return np.full(n, self.codes.code(value, typ), np.int64), None
+        t = cols.types[e.name]
+        if t == typ or {t, typ} != {"int", "float"}:
+            return self._as_column(cols, e, typ), None
+        codes = cols.codes[e.name]
+        if typ == "float":
+            floats, exact = ints_as_floats(codes)
+            return float_codes(floats), exact
+        ints, exact, _ = floats_as_ints(self.codes.decode(codes, t))
+        return ints, exact  # (an int beyond the int64s is in no int column)
 
 
     def _head(self, cols: Cols) -> I64:

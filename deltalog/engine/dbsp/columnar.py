@@ -2118,10 +2118,11 @@ class ColumnarStratum:
         whole input is not (a cyclic body: the triangles). None when the rule is not
         one it takes, or a value has no code there (the delta query then runs: on an
         acyclic body it is as fast, with no recoding)."""
+        # (x~int is x read from int columns: the body's hypergraph is the rule's)
         if (len(rule.atoms) < 3 or rule.negs or self.direct_first_round
-                or not _cyclic([a.vars for a in rule.atoms])
-                or any(v.endswith(CAST_INT) for a in rule.atoms for v in a.vars)):
-            return None  # (the core joins x and x~int as two levels: a product)
+                or not _cyclic([[v.removesuffix(CAST_INT) for v in a.vars]
+                                for a in rule.atoms])):
+            return None
         preds = sorted({a.pred for a in rule.atoms})
         values = {p: self._coding(p).columns(self.input_keys[p][self._natural(p)])
                   for p in preds}

@@ -11,12 +11,15 @@ on the compiled join too where ``CommitJoin`` allows (else on the tuple join,
 
 What the compiled join does not do the way the tuple join does is refused with
 ``NotColumnar`` (the reason as its message), and the tuple join records instead: two
-negations of one relation probed alike,
-a value with no 64-bit code or at the ends of the code range (they stand for −inf and
-+inf). A variable computed by arithmetic is computed on the join's output, and in the
-contexts of the intervals recorded after its place in the order; comparisons the join
-does not make on codes (across int and float, over arithmetic) filter its output (with
-either, the join has no existential cut). Negations
+negations of one relation probed alike, a value with no 64-bit code or at the ends of
+the code range (they stand for −inf and +inf), a variable read from an int and a float
+column or an int variable assigned a float (the tuple join reads the rule as written,
+not through ``uncast``, and converts as Python does, an integral float beyond 64 bits to
+its int: the compiled join is built with no conversions,
+``CompiledRule(convert=False)``). A variable computed by arithmetic is computed on the
+join's output, and in the contexts of the intervals recorded after its place in the
+order; comparisons the join does not make on codes (across int and float, over
+arithmetic) filter its output (with either, the join has no existential cut). Negations
 are checked on the join's output (the tuple join probes them inside the join): their
 probes are recorded for the bindings that reach it, and the deeper levels' intervals
 under a binding a negation rejects are recorded too, which is more than the tuple join
@@ -208,7 +211,9 @@ def record_body(
         coding = LoadCoding(prog, store, [prep])
     codes = coding.codes
     relations = coding.relations_of(prep)
-    rule = CompiledRule(prog, prep, codes, relations)
+    # (no conversions: the tuple join seeks an integral float beyond the int64s as its
+    # int, where a conversion level has no code to seek)
+    rule = CompiledRule(prog, prep, codes, relations, convert=False)
 
     def sorted_rows(pred: str, perm: tuple[int, ...]) -> list[Row]:
         table = relations[pred].index(perm)
@@ -519,7 +524,8 @@ class CommitJoin:
             for c in prog.schemas[pred].columns:
                 if c.type not in CODED_TYPES:
                     raise NotColumnar(f"a {c.type} column in {pred}")
-        rule = CompiledRule(prog, prep, Codes([set(rule_strings(prep.rule))]), {})
+        rule = CompiledRule(prog, prep, Codes([set(rule_strings(prep.rule))]), {},
+                            convert=False)  # (as ``record_body``)
         kplan = rule.plan({}, frozenset(), plan.order)
         # As at the load (``record_body``): a variable computed by arithmetic is computed
         # on the join's output, and comparisons the join does not make on codes filter

@@ -17,6 +17,7 @@ from deltalog.engine.columnar.encoding import Codes, Dictionary, NotColumnar, fl
 from deltalog.engine.columnar.evaluate import Columns, evaluate_columns
 from deltalog.engine.errors import DataError
 from deltalog.engine.evaluate import Evaluator, evaluate
+from deltalog.engine.join.plan import prepare
 from deltalog.engine.join.trie import JoinStats
 from deltalog.engine.naive import evaluate_naive
 from tests.engine.dbsp.recursive_programs import recursive_programs
@@ -167,12 +168,14 @@ def test_an_integer_beyond_64_bits_runs_on_the_tuple_evaluator_and_says_so():
         evaluate_columns(prog, data)
 
 
-def test_a_variable_joining_int_and_float_columns_runs_on_the_tuple_evaluator():
+def test_a_variable_joining_int_and_float_columns_runs_on_the_core():
+    """Read through ``uncast`` (a~int from i's column); a rule not rewritten so is refused."""
     prog = load_program(TYPED + "r(k) :- i(k, a), f(_, a).\n")
-    data = {"i": [(1, 2)], "f": [(0, 2.0)]}
-    stats = JoinStats()
-    assert evaluate(prog, data, stats=stats)["r"] == {(1,)}
-    assert stats.core.startswith("tuples: variable a joins a int column with a float column")
+    data = {"i": [(1, 2), (3, 4)], "f": [(0, 2.0), (0, 4.5)]}
+    assert _columnar(prog, data)["r"] == {(1,)}
+    rule = prog.program.rules[0]
+    with pytest.raises(NotColumnar, match="variable a joins a int column with a float column"):
+        rules.CompiledRule(prog, prepare(rule), Codes([]), {})
 
 
 def test_the_iteration_limit_is_the_same_error():

@@ -96,3 +96,25 @@ def test_only_a_cyclic_body_takes_the_compiled_join():
     engine = IncrementalEngine(prog, {"e": {(0, 1), (1, 2), (2, 3)}})
     assert "first_round_joins" not in engine.last_stats.work
     assert engine.relation("p") == {(0, 3)}
+
+
+def test_a_cyclic_body_joining_int_and_float_columns_takes_the_compiled_join():
+    """x and z join an int column of e and a float column of g (floats, read from e as
+    x~int and z~int, ``uncast``): the body is still a triangle, and the core binds each
+    pair by converting, not as a product. The counts agree with the delta queries'."""
+    text = (".decl e(a: int, b: int)\n.decl g(a: float, b: float)\n"
+            "t(x, y, z) :- e(x, y), e(y, z), g(z, x).\n")
+    prog = load_program(text)
+    e = {(1, 2), (2, 3), (2**53 + 1, 2), (2, 2**53 + 1), (-3, 0), (0, 4), (2**63 - 1, 5),
+         (5, 6)}
+    g = {(3.0, 1.0), (2.0**53, 2.0**53), (4.0, -3.0), (3.5, 1.0), (6.0, 1e19),
+         (6.0, 2.0**63)}
+    lftj = IncrementalEngine(prog, {"e": e, "g": g}, "auto")
+    assert lftj.last_stats.work.get("first_round_joins", 0) == 1
+    with patch.object(ColumnarStratum, "direct_first_round", True):
+        direct = IncrementalEngine(prog, {"e": e, "g": g}, "auto")
+    assert lftj.relation("t") == direct.relation("t") == evaluate(prog, {"e": e, "g": g})["t"]
+    assert lftj.relation("t") == {(1.0, 2, 3.0), (-3.0, 0, 4.0)}
+    deltas = {"e": {(1, 2): -1, (2**53, 2): 1, (2, 2**53): 1}, "g": {(4.0, -3.0): -1}}
+    assert lftj.apply(deltas) == direct.apply(deltas)
+    assert lftj.relation("t") == {(2.0**53, 2, 2.0**53)}

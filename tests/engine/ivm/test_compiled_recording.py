@@ -530,3 +530,25 @@ def test_a_rule_constant_at_the_ends_of_the_64_bit_range_records_on_the_tuple_jo
     assert recorded == {"tuples: a value at the ends of the 64-bit range"}
     assert engine.apply({"k": {(value, 2): 1}}) == {"p": {(value + 2, "a"): 1}}
     assert engine.apply({"k": {(value, 2): -1}}) == {"p": {(value + 2, "a"): -1}}
+
+
+def test_a_variable_joining_int_and_float_columns_records_on_the_tuple_join():
+    """The recording follows the tuple join, which reads x from both columns (no
+    ``uncast``) and binds an int variable from a float as a Python int (an integral float
+    beyond 64 bits too): the compiled join refuses both, with no conversion levels
+    (``CompiledRule(convert=False)``); an int variable equal to a float one records."""
+    prog = load_program(".decl a(x: int)\n.decl b(x: float)\nq(x) :- a(x), b(x).\n"
+                        "n(x) :- a(x), z = x / 2.0, !a(z).\np(z, y) :- a(z), b(y), z = y.\n")
+    data = {"a": {(2,), (4,), (2**53 + 1,)}, "b": {(2.0,), (2.0**53,), (2.5,)}}
+    engine = IncrementalEngine(prog, data, "sensitivity")
+    by_head = {m.rule.head.pred: m.recorded_by for m in _maintainers(engine)}
+    assert by_head["q"].startswith("tuples: variable x joins a int column with a float column")
+    assert by_head["n"].startswith("tuples: variable z, an int, is assigned a float")
+    assert by_head["p"] == "compiled"
+    for change in ({"a": {(2**53,): 1}}, {"b": {(2.0,): -1, (4.0,): 1}}):
+        engine.apply(change)
+        for pred, delta in change.items():
+            for row, w in delta.items():
+                (data[pred].add if w > 0 else data[pred].discard)(row)
+        for pred in ("q", "n", "p"):
+            assert engine.relation(pred) == evaluate(prog, data)[pred], (pred, change)
