@@ -7,7 +7,9 @@ variables bound before its level: the payload, of which the bucket, the atom's e
 columns, is a choice of columns), its ends ``lo`` and ``hi`` (``BOT``/``TOP`` for
 −inf/+inf). A negation's probe (index ("neg", relation, column order, depth)) is the
 same with lo = hi, a payload split as the tuple join gives it, and constants of the
-negated atom in its bucket.
+negated atom in its bucket. A part holds intervals of one layout (``Layout``: context
+types, the ends' type, the bucket's columns); negations probed alike share an index,
+and their probes may come in several (``interval_index.IntervalIndex.others``).
 
 Rows are sorted by (bucket, lo). A stab for point x in a bucket finds the bucket's rows
 by binary search, then the rows with lo ≤ x before the first with lo > x,
@@ -252,6 +254,40 @@ class Batch:
     hi: I64
     split: bool = False  # a negation's probes (see ``CodedIntervals``)
 
+    def layout(self) -> "Layout":
+        return (tuple(self.types), self.xtype, tuple(self.bspec), self.split)
+
+
+# How a part codes its intervals: (context types, the ends' type, the bucket's columns,
+# split). Two negations of one relation probed alike share an index; their probes are
+# coded alike when they are probed in the same context with the same bucket columns.
+Layout = tuple[tuple[str, ...], str, tuple[tuple[int, Any, str], ...], bool]
+
+
+def fits(layout: Layout, book: "CodeBook", record: Record) -> bool:
+    """Whether ``record`` (bucket, lo, hi, payload, as values) is an interval coded as
+    ``layout`` (constants by ``book``): its payload the shape of the context, its bucket
+    the context's columns and the constants the layout names."""
+    types, _, bspec, split = layout
+    bucket, _, _, payload = record
+    if type(payload) is not tuple:
+        return False
+    if split:
+        if len(payload) != 2 or type(payload[0]) is not tuple:
+            return False
+        values = (*payload[0], payload[1])
+    else:
+        values = payload
+    if len(values) != len(types) or len(bucket) != len(bspec):
+        return False
+    for v, (kind, ref, typ) in zip(bucket, bspec, strict=True):
+        if kind:
+            if (typ == "string") != (type(v) is str) or book.code(v, typ) != ref:
+                return False
+        elif v != values[ref]:
+            return False
+    return True
+
 
 class Young:
     """The intervals recent commits' compiled joins recorded into one index, kept as they
@@ -278,8 +314,10 @@ class Young:
         self.live = 0
 
     def fits(self, batch: Batch) -> bool:
-        return (batch.types, batch.xtype, batch.bspec, batch.split) == (
-            self.types, self.xtype, self.bspec, self.split)
+        return batch.layout() == self.layout()
+
+    def layout(self) -> Layout:
+        return (tuple(self.types), self.xtype, tuple(self.bspec), self.split)
 
     def add(self, batch: Batch) -> None:
         m = len(batch.lo)
@@ -475,6 +513,9 @@ class CodedIntervals:
     def n(self) -> int:
         return len(self.lo)
 
+    def layout(self) -> Layout:
+        return (self.types, self.xtype, self.bspec, self.split)
+
     # -- queries ----------------------------------------------------------------------
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[int]:
         """Positions of the live intervals of ``bucket`` that contain ``x``."""
@@ -597,8 +638,12 @@ class CodedIntervals:
     def like(self, records: list[Record]) -> "CodedIntervals":
         """A new part of ``records`` (intervals of this index as values, recorded since),
         coded alike with a dictionary of their own strings (and the bucket's constants);
-        ``NotColumnar`` for a value with no code (an int beyond 64 bits or at its ends)."""
+        ``NotColumnar`` for a value with no code (an int beyond 64 bits or at its ends),
+        or a negation's probe of another layout (``fits``: negations probed alike)."""
         n = len(records)
+        layout = self.layout()
+        if self.split and not all(fits(layout, self.book, r) for r in records):
+            raise NotColumnar("a probe of another layout")
         contexts = [(*p[0], p[1]) if self.split else p for _, _, _, p in records]
         consts = [(self.book.value(ref, typ), typ) for kind, ref, typ in self.bspec if kind]
         strings: set[str] = {v for v, typ in consts if typ == "string"}

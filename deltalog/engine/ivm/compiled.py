@@ -10,22 +10,27 @@ on the compiled join too where ``CommitJoin`` allows (else on the tuple join,
 ``deltalog.engine.ivm.lftj``, which records into the indices' dynamic parts).
 
 What the compiled join does not do the way the tuple join does is refused with
-``NotColumnar`` (the reason as its message), and the tuple join records instead: two
-negations of one relation probed alike, a value with no 64-bit code or at the ends of
-the code range (they stand for −inf and +inf), a variable read from an int and a float
-column or an int variable assigned a float (the tuple join reads the rule as written,
-not through ``uncast``, and converts as Python does, an integral float beyond 64 bits to
-its int: the compiled join is built with no conversions,
-``CompiledRule(convert=False)``). A variable computed by arithmetic is computed on the
-join's output, and in the contexts of the intervals recorded after its place in the
-order; comparisons the join does not make on codes (across int and float, over
-arithmetic) filter its output (with either, the join has no existential cut). Negations
-are checked on the join's output (the tuple join probes them inside the join): their
-probes are recorded for the bindings that reach it, and the deeper levels' intervals
-under a binding a negation rejects are recorded too, which is more than the tuple join
-records and never less than the maintenance needs. A complement atom (T \\ S, §3.1.2)
-reads T's rows that S does not hold (``complement_rows``), and the negation it absorbed
-is not checked.
+``NotColumnar`` (the reason as its message), and the tuple join records instead: a value
+with no 64-bit code or at the ends of the code range (they stand for −inf and +inf), a
+variable probed in a column of another type, a variable order the compiled join does
+not follow, a variable read from an int and a float column or an int variable assigned
+a float (the tuple join reads the rule as written, not through ``uncast``, and converts
+as Python does, an integral float beyond 64 bits to its int: the compiled join is built
+with no conversions, ``CompiledRule(convert=False)``). A variable computed by
+arithmetic is computed on the join's output, and in the contexts of the intervals
+recorded after its place in the order; comparisons the join does not make on codes
+(across int and float, over arithmetic) filter its output (with either, the join has no
+existential cut). Negations are checked on the join's output (the tuple join probes
+them inside the join), by level and then as written, as the tuple join probes them:
+their probes are recorded for the bindings that reach it, and the deeper levels'
+intervals under a binding a negation rejects are recorded too, which is more than the
+tuple join records and never less than the maintenance needs. Negations of one
+relation probed alike (in one column order to one depth: ``!e(y, 1), !e(y, 2)``,
+``!e(1, y), !e(2, y)``, ``!e(x, y), !e(y, x)``) share one index, as on the tuple join:
+the probes of those coded alike (context and bucket columns, ``probe_layout``) are one
+part, those of each other layout one more in the same index (``IntervalIndex.others``),
+and a stab asks them all. A complement atom (T \\ S, §3.1.2) reads T's rows that S does
+not hold (``complement_rows``), and the negation it absorbed is not checked.
 """
 
 import contextlib
@@ -50,7 +55,7 @@ from deltalog.engine.columnar.versions import (
     code_columns,
     minus_rows,
 )
-from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Record
+from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Layout, Record
 from deltalog.engine.ivm.kernels import absent_depths, build_oracle, lftj_versions
 from deltalog.engine.ivm.lftj import IndexKey
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
@@ -101,14 +106,15 @@ class UnitColumns(Mapping[Unit, Env]):
 @dataclass
 class Recording:
     """What ``record_body`` gives: the units of the body, its sensitivity intervals as
-    static parts by index key (and the few a negation with no bound variable records, as
-    values), how many intervals, ``sorted_rows(pred, perm)``: a relation's rows with
-    columns in ``perm`` order, sorted (codes order as the values do), for the store's
-    indexes, and ``coded(pred, perm)``: the same as a coded index (an int and float
-    relation's, for the commits' compiled join)."""
+    static parts by index key (one per layout: negations probed alike share a key; and
+    the few a negation with no bound variable records, as values), how many intervals,
+    ``sorted_rows(pred, perm)``: a relation's rows with columns in ``perm`` order, sorted
+    (codes order as the values do), for the store's indexes, and ``coded(pred, perm)``:
+    the same as a coded index (an int and float relation's, for the commits' compiled
+    join)."""
 
     units: Mapping[Unit, Env]
-    parts: dict[IndexKey, CodedIntervals]
+    parts: dict[IndexKey, list[CodedIntervals]]
     plain: dict[IndexKey, list[Record]]
     added: int
     sorted_rows: Callable[[str, tuple[int, ...]], list[Row]]
@@ -247,6 +253,7 @@ def record_body(
     # Negations are checked on the join's output, so it runs to the last level any
     # negation reads: the tuple join probes one where its last bound variable is bound.
     # A negation a complement atom absorbed is not checked: the atom reads T \ S.
+    # They are probed as the tuple join probes them: by level, then as written.
     absorbed = set(plan.complements.values())
     probes = []
     for k, neg in enumerate(prep.negations):
@@ -255,6 +262,7 @@ def record_body(
         bound = {v for v in neg.vars if v in pos}
         probes.append((neg, negation_perm(neg, bound),
                        max((pos[v] for v in bound), default=-1)))
+    probes.sort(key=lambda p: p[2])
     exist = plan.exist_level
     if computed or kplan.post_checks:  # no existential cut: they are checked after it
         kplan.exist = len(kernel)
@@ -291,7 +299,7 @@ def record_body(
     stats.nexts += int(counters[kernels.C_NEXTS])
     types = [rule.types[v] for v in plan.order]
     book = CodeBook(codes.strings.tolist())
-    parts: dict[IndexKey, CodedIntervals] = {}
+    parts: dict[IndexKey, list[CodedIntervals]] = {}
     plain: dict[IndexKey, list[Record]] = {}
     out = np.ascontiguousarray(out[:n])
     cols = Cols(n, {v: out[:, i] for i, v in enumerate(kplan.out)},
@@ -301,10 +309,28 @@ def record_body(
     for op, left, right in kplan.post_checks:
         cols.keep(rule.check(cols, op, left, right))
     added = 0
+    probed: dict[tuple[IndexKey, Layout], list[tuple[NDArray[np.int64], NDArray[np.int64]]]] = {}
+    rejected = False  # (by a negation probed before the join: the tuple join stops there)
     for neg, perm, j in probes:
-        added += _record_probes(prog, rule, book, cols, neg, perm, j, types, pos, parts, plain)
+        if rejected:
+            break
+        spec = _probe_spec(prog, rule, neg, perm, pos)
+        added += _record_probes(cols, neg.pred, perm, spec, j, types, pos, book, probed, plain)
+        if j < 0:
+            table = relations[neg.pred].index(perm)
+            want = np.array([ref for _, ref, _ in spec], np.int64)
+            rejected = bool((table[:, : len(spec)] == want).all(axis=1).any())
         if cols.n:
             cols.keep(~rule.negated(cols, neg))
+    # Negations probed alike file their probes under one key, as the tuple join does: the
+    # probes of one layout (context, bucket) one part, of each other layout one more
+    # (``IntervalIndex.others``).
+    for (key, (ltypes, xtype, bspec, _)), got in probed.items():
+        ctx = np.concatenate([c for c, _ in got]) if len(got) > 1 else got[0][0]
+        point = np.concatenate([x for _, x in got]) if len(got) > 1 else got[0][1]
+        parts.setdefault(key, []).append(CodedIntervals(
+            book, ltypes, xtype, bspec, ctx, point, point.copy(), split=True,
+            distinct=len(got) > 1))
     # Units: the distinct values of the variables before the existential level.
     kept = np.stack([cols.codes[v] for v in plan.order[:exist]], axis=1) if exist else (
         np.zeros((cols.n, 0), np.int64))
@@ -330,13 +356,13 @@ def complement_rows(t: Relation, s: Relation) -> Relation:
 
 def _index_parts(rec: NDArray[np.int64], flat: list[tuple[int, int, int]], plan: RulePlan,
                  rule: CompiledRule, kernel: Sequence[str], computed: dict[str, Expr],
-                 book: CodeBook, parts: dict[IndexKey, CodedIntervals]) -> int:
+                 book: CodeBook, parts: dict[IndexKey, list[CodedIntervals]]) -> int:
     """The join's records (rows (slot, lo, hi, the values of the earlier levels)) as one
     part per index into ``parts`` (``_index_batches``), the parts made on threads when
     the records are many. Returns how many intervals."""
-    def part(item: tuple[IndexKey, Batch]) -> tuple[IndexKey, CodedIntervals]:
+    def part(item: tuple[IndexKey, Batch]) -> tuple[IndexKey, list[CodedIntervals]]:
         key, b = item
-        return key, CodedIntervals(book, b.types, b.xtype, b.bspec, b.ctx, b.lo, b.hi)
+        return key, [CodedIntervals(book, b.types, b.xtype, b.bspec, b.ctx, b.lo, b.hi)]
 
     batches: dict[IndexKey, Batch] = {}
     added = _index_batches(rec, flat, plan, rule, kernel, computed, batches)
@@ -439,33 +465,41 @@ def _contexts(rule: CompiledRule, bound: tuple[str, ...], before: tuple[str, ...
 
 
 def _record_probes(
-    prog: AnalyzedProgram, rule: CompiledRule, book: CodeBook, cols: Cols, neg: Atom,
-    perm: tuple[int, ...], j: int, types: list[str], pos: dict[str, int],
-    parts: dict[IndexKey, CodedIntervals], plain: dict[IndexKey, list[Record]],
+    cols: Cols, pred: str, perm: tuple[int, ...], spec: list[tuple[int, int, str]], j: int,
+    types: list[str], pos: dict[str, int], book: CodeBook,
+    probed: dict[tuple[IndexKey, Layout], list[tuple[NDArray[np.int64], NDArray[np.int64]]]],
+    plain: dict[IndexKey, list[Record]],
 ) -> int:
-    """The intervals of the probes of ``!neg`` the tuple join makes for the bindings in
-    ``cols`` (Veldhuizen 2014, §4.1: a probe of prefix p depends on p alone): index
+    """The intervals of the probes the tuple join makes for the bindings in ``cols`` of a
+    negation of ``pred`` probed in column order ``perm`` (``spec``, ``_probe_spec``'s)
+    (Veldhuizen 2014, §4.1: a probe of prefix p depends on p alone): index
     ("neg", relation, column order, depth), bucket the prefix but its last value, lo =
-    hi = that value, payload (the values before level ``j``, the value at ``j``); a
-    negation with no bound variable is probed once, before the join, and its change
-    re-evaluates the whole rule (payload None; "whole" when it has no constant either)."""
-    spec = _probe_spec(prog, rule, neg, perm, pos)
-    key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1) if spec else ("whole", neg.pred)
-    if key in parts or key in plain:
-        raise NotColumnar(f"two negations of {neg.pred} probed alike")
+    hi = that value, payload (the values before level ``j``, the value at ``j``), as
+    (contexts, points) into ``probed`` by key and layout (``probe_layout``); a negation
+    with no bound variable is probed once, before the join, and its change re-evaluates
+    the whole rule (payload None, into ``plain``; "whole" when it has no constant
+    either)."""
+    key: IndexKey = ("neg", pred, perm, len(spec) - 1) if spec else ("whole", pred)
     if j < 0:
         consts = tuple(book.value(ref, typ) for _, ref, typ in spec)
-        plain[key] = [(consts[:-1], consts[-1], consts[-1], None)] if consts else [
-            ((), BOTTOM, TOP, None)]
+        plain.setdefault(key, []).append((consts[:-1], consts[-1], consts[-1], None)
+                                         if consts else ((), BOTTOM, TOP, None))
         return 1
     if not cols.n:
         return 0
     ctx = sorted_distinct(np.stack([cols.codes[v] for v in list(pos)[: j + 1]], axis=1))
-    kind, ref, typ = spec[-1]
+    kind, ref, _ = spec[-1]
     point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
-    parts[key] = CodedIntervals(book, types[: j + 1], typ, spec[:-1], ctx, point,
-                                point.copy(), split=True)
+    probed.setdefault((key, probe_layout(types, j, spec)), []).append((ctx, point))
     return len(ctx)
+
+
+def probe_layout(types: Sequence[str], j: int, spec: Sequence[tuple[int, int, str]]) -> Layout:
+    """How the probes of a negation are coded (``CodedIntervals``, ``Batch``): context the
+    rule's variables to level ``j`` (of ``types``), bucket the probe's columns but its
+    last (``spec``, ``_probe_spec``'s), split. Negations probed alike share an index key;
+    those whose probes are coded alike share a part too."""
+    return (tuple(types[: j + 1]), spec[-1][2], tuple(spec[:-1]), True)
 
 
 def _probe_spec(prog: AnalyzedProgram, rule: CompiledRule, neg: Atom, perm: tuple[int, ...],
@@ -590,18 +624,19 @@ class CommitJoin:
     def evaluate(self, store: RelationStore, oracle: tuple[NDArray[np.int64], ...], old: bool,
                  record: bool, stats: JoinStats,
                  complements: "Mapping[int, CodedIndex] | None" = None,
-                 ) -> tuple[dict[Unit, Env], dict[IndexKey, Batch], int]:
+                 ) -> tuple[dict[Unit, Env], list[tuple[IndexKey, Batch]], int]:
         """The units of the body (the old or the new versions) inside the ``oracle``
-        (``Regions.flat``), and with ``record`` its intervals as batches by index key, and
-        how many; ``complements[a]``: complement atom a's T \\ S, coded."""
+        (``Regions.flat``), and with ``record`` its intervals as batches with their index
+        keys (negations probed alike: a key more than once), and how many;
+        ``complements[a]``: complement atom a's T \\ S, coded."""
         if self.never:
-            return {}, {}, 0
+            return {}, [], 0
         for pred in self.switches:  # (a switch holds where a negation of it would not)
             if not _holds_prefix(store, pred, (), (), old):
-                return {}, {}, 0
+                return {}, [], 0
         for _, pred, perm, j, spec in self.negs:  # those with no variable bound: once
             if j < 0 and _holds_prefix(store, pred, perm, spec, old):
-                return {}, {}, 0
+                return {}, [], 0
         versions = []
         for k, (pred, perm) in zip(self.atom_of, self.atoms, strict=True):
             coded = (complements or {}).get(k) if k in self.complements else (
@@ -621,9 +656,10 @@ class CommitJoin:
         stats.nexts += int(counters[kernels.C_NEXTS])
         order = self.plan.order
         exist = self.plan.exist_level
-        batches: dict[IndexKey, Batch] = {}
+        by_key: dict[IndexKey, Batch] = {}
         added = _index_batches(rec[:rn], self.flat, self.plan, self.rule, self.kernel,
-                               self.computed, batches) if record else 0
+                               self.computed, by_key) if record else 0
+        batches = list(by_key.items())
         out = np.ascontiguousarray(out[:n])
         rule = self.rule
         cols = Cols(n, {v: out[:, i] for i, v in enumerate(self.out)},
@@ -645,8 +681,8 @@ class CommitJoin:
                 ctx = sorted_distinct(np.stack([cols.codes[v] for v in order[: j + 1]], axis=1))
                 kind, ref, typ = spec[-1]
                 point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
-                batches[key] = Batch(tuple(self.types[: j + 1]), typ, spec[:-1], ctx, point,
-                                     point.copy(), split=True)
+                batches.append((key, Batch(tuple(self.types[: j + 1]), typ, spec[:-1], ctx,
+                                           point, point.copy(), split=True)))
                 added += len(ctx)
             probes = np.empty((cols.n, len(spec)), np.int64)
             for c, (kind, ref, _) in enumerate(spec):
@@ -678,9 +714,10 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
     j of its last bound variable (it is checked on the join's output, which runs that
     deep) and the probe's columns ((0, the level of a variable, its type) or (1, a
     constant's code, its type); j is -1 for one with no variable bound, probed once
-    before the join (its index the load's: "whole" when it has no constant either).
-    ``NotColumnar`` for one the compiled commit does not make: a variable probed in a
-    column of another type (``_probe_spec``), two negations probed alike."""
+    before the join (its index the load's: "whole" when it has no constant either). In
+    the order the tuple join probes them: by level, then as written (negations probed
+    alike share a key). ``NotColumnar`` for one the compiled commit does not make: a
+    variable probed in a column of another type (``_probe_spec``)."""
     pos = {v: i for i, v in enumerate(plan.order)}
     out: list[tuple[IndexKey, str, tuple[int, ...], int, tuple[Any, ...]]] = []
     absorbed = set(plan.complements.values())  # (a complement atom reads T \ S instead)
@@ -691,10 +728,9 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
         perm = negation_perm(neg, bound)
         spec = _probe_spec(prog, rule, neg, perm, pos)
         key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1) if spec else ("whole", neg.pred)
-        if any(k == key for k, _, _, _, _ in out):
-            raise NotColumnar(f"two negations of {neg.pred} probed alike")
         out.append((key, neg.pred, perm, max((pos[v] for v in bound), default=-1),
                     tuple(spec)))
+    out.sort(key=lambda neg: neg[3])
     return out
 
 

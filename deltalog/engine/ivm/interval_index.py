@@ -18,6 +18,13 @@ inside its oracle, most of them intervals the index holds already), and so does 
 A batch with a value that has no 64-bit code goes to the treap instead (its repeats stay
 until the treap passes ``COMPACT_SHARE`` of the static part and is folded).
 
+Negations of one relation probed alike share one index (one key, as the tuple join files
+their probes), and their probes may be coded in more than one layout (context, bucket
+columns: ``coded_intervals.Layout``). The parts of each layout past the first are an
+index of their own among the index's ``others``: a stab asks them all, a commit's batch
+goes to the one of its layout (``of_layout``), an interval recorded as values to the one
+it fits, or to one on tuples when none does (a probe before the join).
+
 The static part is cut into pages of ``PAGE`` intervals, and its scan tree into two
 levels: a segment tree over the pages' maxima of interval ends, and one over the ends of
 each page, built when a stab or a kill first reaches the page. A stab walks the first to
@@ -88,7 +95,14 @@ from operator import itemgetter
 from typing import Any
 
 from deltalog.engine.columnar.encoding import NotColumnar
-from deltalog.engine.ivm.coded_intervals import Batch, CodedIntervals, Young
+from deltalog.engine.ivm.coded_intervals import (
+    Batch,
+    CodeBook,
+    CodedIntervals,
+    Layout,
+    Young,
+    fits,
+)
 from deltalog.engine.ivm.scan_tree import Interval, IntervalTree
 from deltalog.engine.segments import (
     COMPACT_CHAIN,
@@ -444,6 +458,10 @@ class IntervalIndex:
         self.levels: list[CodedIntervals] = []
         # What commits on the compiled join record, as it came, until it is a part.
         self.young: Young | None = None
+        # The index of negations of one relation probed alike (one key) keeps the probes
+        # of each other layout (context, bucket) in an index of its own, and any interval
+        # no part on arrays fits in one on tuples (``add_many``); a stab asks them all.
+        self.others: list[IntervalIndex] = []
         self._opened(())
 
     def _opened(self, chain: tuple[str, ...], whole: int = 0, behind: int = 0) -> None:
@@ -455,13 +473,60 @@ class IntervalIndex:
         self._removed: list[int] = []
 
     def __len__(self) -> int:
+        return self._size() + sum(len(other) for other in self.others)
+
+    def _size(self) -> int:
+        """Intervals of this index less its others'."""
         return ((self.static.live if self.static else 0) + len(self.dynamic)
                 + sum(level.live for level in self.levels)
                 + (self.young.live if self.young is not None else 0))
 
+    def _coded(self) -> CodedIntervals | Young | None:
+        """A part on arrays of this index (they are coded alike), if any."""
+        static = self.static
+        if type(static) is CodedIntervals:
+            return static
+        return self.levels[0] if self.levels else self.young
+
+    def layout(self) -> Layout | None:
+        """How this index's parts on arrays code their intervals (None: it has none)."""
+        part = self._coded()
+        return None if part is None else part.layout()
+
+    def of_layout(self, layout: Layout, make: bool = True) -> "IntervalIndex | None":
+        """The index among this one and its others whose parts on arrays are coded as
+        ``layout``: an empty one takes it; with ``make`` a new one of the others when
+        none has it."""
+        for index in (self, *self.others):
+            if index.layout() == layout:
+                return index
+        if self.static is None and not self._size() and not self.others:
+            return self
+        if not make:
+            return None
+        self.others.append(IntervalIndex())
+        return self.others[-1]
+
+    def each(self) -> "list[IntervalIndex]":
+        """This index and its others."""
+        return [self, *self.others]
+
+    def add_static(self, part: CodedIntervals) -> None:
+        """A load's static part on arrays: this index's, or the one of its layout among
+        its others (a negation probed alike as another)."""
+        index = self.of_layout(part.layout())
+        assert index is not None and index.static is None
+        index.static = part
+
     def add_batch(self, batch: Batch) -> None:
         """What a commit's compiled join recorded into this index (int and float codes):
-        kept young (``Young``) until ``YOUNG_MAX`` intervals, then a part on arrays."""
+        kept young (``Young``) until ``YOUNG_MAX`` intervals, then a part on arrays (a
+        negation's probes in the index of their layout, ``of_layout``)."""
+        index = self.of_layout(batch.layout()) if batch.split else self
+        if index is not self:
+            assert index is not None
+            index.add_batch(batch)
+            return
         young = self.young
         if young is not None and not young.fits(batch):
             self._grow_up()
@@ -480,11 +545,48 @@ class IntervalIndex:
             self.add_coded(part)
 
     def add_many(self, intervals: Iterable[Record]) -> None:
-        self._grow_up()
+        """Intervals as values (the tuple join's, a load's probes before the join)."""
         batch = intervals if isinstance(intervals, list) else list(intervals)
+        part = self._coded()
+        if self.others or (part is not None and part.split):
+            # A negation's probes (an index negations probed alike may share): each to the
+            # index of its layout, those no part on arrays fits to one on tuples.
+            for index, records in self._routed(batch):
+                if records:
+                    index._add_many(records)
+            return
+        self._add_many(batch)
+
+    def _routed(self, batch: list[Record]) -> "list[tuple[IntervalIndex, list[Record]]]":
+        """``batch`` split by the index it goes to (``add_many``)."""
+        coded: list[tuple[IntervalIndex, Layout, CodeBook, list[Record]]] = []
+        for index in self.each():
+            part = index._coded()
+            if part is not None:
+                book = part.book if type(part) is CodedIntervals else CodeBook([])
+                coded.append((index, part.layout(), book, []))
+        rest: list[Record] = []
+        for record in batch:
+            for _, layout, book, records in coded:
+                if fits(layout, book, record):
+                    records.append(record)
+                    break
+            else:
+                rest.append(record)
+        out = [(index, records) for index, _, _, records in coded]
+        if rest:
+            plain = next((i for i in self.each() if i._coded() is None), None)
+            if plain is None:
+                plain = IntervalIndex()
+                self.others.append(plain)
+            out.append((plain, rest))
+        return out
+
+    def _add_many(self, batch: list[Record]) -> None:
+        self._grow_up()
         # A rebuild of the static part costs O(n log n); single inserts O(log n) each:
         # rebuild only when the batch is large against what is there.
-        if len(batch) * 4 > len(self):
+        if len(batch) * 4 > self._size():
             self.static = self._folded(batch)
             self.dynamic = IntervalTree()
             self.levels = []
@@ -518,9 +620,9 @@ class IntervalIndex:
         batch, without making its records."""
         static = self.static
         if type(static) is not CodedIntervals and static is not None:
-            self.add_many(part.live_records())
+            self._add_many(part.live_records())
             return
-        if static is None or part.n * 4 > len(self):
+        if static is None or part.n * 4 > self._size():
             rest = [(b, lo, hi, p) for b, lo, hi, p, _ in self.dynamic.records()]
             parts = [*([static] if static is not None else []), *self.levels, part]
             if rest:
@@ -547,10 +649,17 @@ class IntervalIndex:
             except NotColumnar:
                 pass
         # (An interval recorded again by a later evaluation is kept once.)
-        return StaticIntervals(list(dict.fromkeys(batch + self.intervals())))
+        return StaticIntervals(list(dict.fromkeys(batch + self._intervals())))
 
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[tuple[Any, Any, Any]]:
         """Every interval of ``bucket`` containing ``x`` as (lo, hi, payload), removed."""
+        out = self._stab(bucket, x)
+        for other in self.others:
+            out += other.stab(bucket, x)
+        return out
+
+    def _stab(self, bucket: tuple[Any, ...], x: Any) -> list[tuple[Any, Any, Any]]:
+        """``stab`` in this index less its others."""
         out = []
         static = self.static
         if static is not None:
@@ -579,7 +688,8 @@ class IntervalIndex:
         float columns): query q is bucket ``buckets[q]`` and point ``points[q]``, coded
         ``bvals[q]`` and ``xs[q]``. Returns the found intervals of the arrays as coded
         (contexts, lows, highs) triples, one per part, and the treap's as (lo, hi, payload)
-        values; every one removed."""
+        values; every one removed. (Of this index alone: its others code theirs in other
+        layouts, ``of_layout``.)"""
         coded = []
         for part in [self.static, *self.levels, self.young]:
             if part is not None and part.live:
@@ -590,11 +700,17 @@ class IntervalIndex:
         plain: list[Any] = []
         if len(self.dynamic):
             for bucket, x in zip(buckets, points, strict=True):
-                plain += self.stab(bucket, x)  # (the parts found nothing more)
+                plain += self._stab(bucket, x)  # (the parts found nothing more)
         return coded, plain
 
     def intervals(self) -> list[Record]:
         """Every live interval (for tests and inspection)."""
+        out = self._intervals()
+        for other in self.others:
+            out += other.intervals()
+        return out
+
+    def _intervals(self) -> list[Record]:
         out = self.static.live_records() if self.static is not None else []
         for level in self.levels:
             out += level.live_records()
@@ -605,15 +721,17 @@ class IntervalIndex:
 
     # -- persistence ----------------------------------------------------------------------
     def __getstate__(self) -> list[Any]:
-        """Inline (no segment store, or a small index): the static part, the dynamic
-        intervals as rows with their uids, and the last uid (the young intervals a part
-        first)."""
+        """Inline (no segment store, a small index, or one with others): the static part,
+        the dynamic intervals as rows with their uids, the last uid (the young intervals
+        a part first), the parts on arrays merged since, and the others."""
         self._grow_up()
-        return [self.static, list(self.dynamic.records()), self.dynamic.uid, self.levels]
+        return [self.static, list(self.dynamic.records()), self.dynamic.uid, self.levels,
+                self.others]
 
     def __setstate__(self, state: list[Any]) -> None:
         self.static, records, uid = state[:3]
         self.levels = list(state[3]) if len(state) > 3 else []
+        self.others = list(state[4]) if len(state) > 4 else []
         self.young = None
         self.dynamic = IntervalTree.load(records, uid)
         self._opened(())
@@ -624,10 +742,11 @@ class IntervalIndex:
         index, or values plain MessagePack cannot hold). Writes, as the module says,
         nothing when nothing changed since the open, a delta of the dynamic changes, the
         dynamic part whole, or the two parts folded into one static part (the young
-        intervals are a part first)."""
+        intervals are a part first). An index with others is written inline (their
+        parts and its own still go to segments of their own)."""
         self._grow_up()
         static = self.static
-        if len(self) < PAGED_MIN:
+        if len(self) < PAGED_MIN or self.others:
             return None
         dynamic = self.dynamic
         levels = sum(level.live for level in self.levels)
@@ -688,5 +807,6 @@ class IntervalIndex:
         obj.levels = [CodedIntervals.__restore__(source, r) for r in (ref[3] if len(ref) > 3
                                                                        else [])]
         obj.young = None
+        obj.others = []
         obj._opened(tuple(chain), whole, behind)
         return obj

@@ -37,6 +37,7 @@ from deltalog.engine.ivm.compiled import (
     Regions,
     Unit,
     changes_prefix,
+    probe_layout,
     record_body,
 )
 from deltalog.engine.ivm.interval_index import IntervalIndex
@@ -237,12 +238,12 @@ class RuleMaintainer:
                             self.prep.atoms, self.plan.perms, strict=True)), *self.negated,
                                        *complemented]:
                         store[pred].index_from(perm, partial(got.sorted_rows, pred, perm))
-                for key, part in got.parts.items():
+                for key, parts in got.parts.items():
                     index = self.indices[key] = IntervalIndex()
-                    index.static = part
+                    for part in parts:  # (negations probed alike: a part per layout)
+                        index.add_static(part)
                 for key, records in got.plain.items():
-                    self.indices[key] = IntervalIndex()
-                    self.indices[key].add_many(records)
+                    self.indices.setdefault(key, IntervalIndex()).add_many(records)
                 counters.intervals_added += got.added
                 counters.units_evaluated += len(got.units)
                 counters.compiled_rules += 1
@@ -257,8 +258,9 @@ class RuleMaintainer:
         if self._commit is None and prog is not None:
             if self.recorded_by != "compiled":
                 self._commit = "tuples: the first evaluation was recorded on tuples"
-            elif any(type(index.static) is not CodedIntervals
-                     for index in self.indices.values() if index.static is not None):
+            elif any(type(part.static) is not CodedIntervals
+                     for index in self.indices.values() for part in index.each()
+                     if part.static is not None):
                 self._commit = "tuples: an index on tuples"
             else:
                 try:
@@ -362,6 +364,7 @@ class RuleMaintainer:
                 for lo, hi, rule_prefix in plain:
                     counters.intervals_matched += 1
                     regions.values(rule_prefix, lo, hi)
+        stabbed = set()
         for key, pred, perm, j, spec in commit.negs:
             if j < 0:  # probed once, before the join: a change to its prefix flips it
                 if pred in changed and changes_prefix(
@@ -370,9 +373,16 @@ class RuleMaintainer:
                     regions.values((), BOTTOM, TOP)
                 continue
             # a probe's interval is its prefix's point: the region is the binding's
-            # values before the probe's level and its value there (the payload, split)
+            # values before the probe's level and its value there (the payload, split);
+            # negations probed alike share the index, each layout's probes a part of
+            # their own (stabbed once for all the negations coded alike)
+            layout = probe_layout(commit.types, j, spec)
             tree = self.indices.get(key)
-            if pred not in changed or tree is None:
+            if pred not in changed or tree is None or (key, layout) in stabbed:
+                continue
+            stabbed.add((key, layout))
+            tree = tree.of_layout(layout, make=False)
+            if tree is None:
                 continue
             d = len(spec) - 1
             paths = [op.path for op in ops(pred, perm) if op.depth == d]
@@ -416,7 +426,7 @@ class RuleMaintainer:
             self.last_oracle = root
             return (self._evaluate(store, True, root, False, stats, counters),
                     self._evaluate(store, False, root, True, stats, counters))
-        for key, batch in batches.items():
+        for key, batch in batches:
             index = self.indices.get(key)
             if index is None:
                 index = self.indices[key] = IntervalIndex()

@@ -77,7 +77,7 @@ def test_repeated_commits_do_not_grow_an_index_recorded_on_tuples():
     them, most of which the index holds already: in an engine that is never saved (a
     save folds them), an index recorded on the tuple join keeps each interval once past
     a share of its size, so the same change done and undone again and again does not grow
-    it by every commit. (Two negations of one relation probed alike: the tuple join.)"""
+    it by every commit."""
     prog = load_program("""
 .decl e(a: int, b: int)
 .decl bad(a: int)
@@ -85,9 +85,9 @@ q(x) :- e(x, y), !bad(y), !bad(x).
 """)
     e = {((i * 7) % 300, (i * 13 + 5) % 300) for i in range(2_000)}
     bad = {(i,) for i in range(0, 300, 7)}
-    engine = IncrementalEngine(prog, {"e": e, "bad": bad}, "sensitivity")
+    engine = IncrementalEngine(prog, {"e": e, "bad": bad}, "sensitivity", columnar=False)
     (maintainer,) = [h.maintainer for _, s in engine.strata for h in s.heads]
-    assert maintainer.recorded_by.startswith("tuples")
+    assert maintainer.recorded_by == "tuples"
 
     def size() -> int:
         return sum(len(index) for index in maintainer.indices.values())
