@@ -479,7 +479,7 @@ def _record_probes(
     with no bound variable is probed once, before the join, and its change re-evaluates
     the whole rule (payload None, into ``plain``; "whole" when it has no constant
     either)."""
-    key: IndexKey = ("neg", pred, perm, len(spec) - 1) if spec else ("whole", pred)
+    key = _probe_key(pred, perm, spec)
     if j < 0:
         consts = tuple(book.value(ref, typ) for _, ref, typ in spec)
         plain.setdefault(key, []).append((consts[:-1], consts[-1], consts[-1], None)
@@ -492,6 +492,13 @@ def _record_probes(
     point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
     probed.setdefault((key, probe_layout(types, j, spec)), []).append((ctx, point))
     return len(ctx)
+
+
+def _probe_key(pred: str, perm: tuple[int, ...],
+               spec: Sequence[tuple[int, int, str]]) -> IndexKey:
+    """The index of a negation's probes: ("neg", relation, column order, depth), or
+    ("whole", relation) for one with no bound variable or constant."""
+    return ("neg", pred, perm, len(spec) - 1) if spec else ("whole", pred)
 
 
 def probe_layout(types: Sequence[str], j: int, spec: Sequence[tuple[int, int, str]]) -> Layout:
@@ -727,7 +734,7 @@ def _commit_probes(prog: AnalyzedProgram, rule: CompiledRule, plan: RulePlan
         bound = {v for v in neg.vars if v in pos}
         perm = negation_perm(neg, bound)
         spec = _probe_spec(prog, rule, neg, perm, pos)
-        key: IndexKey = ("neg", neg.pred, perm, len(spec) - 1) if spec else ("whole", neg.pred)
+        key = _probe_key(neg.pred, perm, spec)
         out.append((key, neg.pred, perm, max((pos[v] for v in bound), default=-1),
                     tuple(spec)))
     out.sort(key=lambda neg: neg[3])
