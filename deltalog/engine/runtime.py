@@ -280,7 +280,7 @@ class IncrementalEngine:
                         out.append(f"{names}: rule at {rule.rule.loc} recorded its "
                                    f"sensitivity intervals on the tuple join ({why})")
                         continue
-                    commit = rule.commit_join(self.prog)
+                    commit = rule.commit_join(self.prog, self.store)
                     if isinstance(commit, str):
                         why = commit.removeprefix("tuples: ")
                     else:
@@ -313,7 +313,7 @@ class IncrementalEngine:
     columnar = True  # (a state saved before the attribute: the default)
 
     # -- state -------------------------------------------------------------------------
-    STATE_FORMAT = 14  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
+    STATE_FORMAT = 15  # 2: exact sums hold finite summands only; 3: MessagePack, no pickle;
     # 4: comparisons and assignments on the columnar kernel; 5: segments (sorted runs,
     # arrays); 6: the columnar kernel's hash index and commit arrays saved; 7: support
     # counts and functional heads of sensitivity strata as paged maps; 8: classes named
@@ -322,7 +322,8 @@ class IncrementalEngine:
     # the columnar DBSP kernel (layouts and pair codes); 11: a nursery of young facts;
     # 12: a non-recursive columnar stratum keeps sorted keys and a count per fact; 13: a
     # variable joining int and float columns on the columnar DBSP kernel (``uncast``);
-    # 14: a sensitivity index of negations probed alike keeps a part per layout (others)
+    # 14: a sensitivity index of negations probed alike keeps a part per layout (others);
+    # 15: coded indexes of string columns, by the store's dictionary of string codes
 
     def dumps(self, sink: SegmentSink | None = None) -> bytes:
         """The engine state (relations, support counts, sensitivity indices, aggregate and

@@ -548,6 +548,14 @@ class RelationStore:
 
     def __init__(self, arities: Mapping[str, int]):
         self.relations = {name: VersionedRelation(name, a) for name, a in arities.items()}
+        # The dictionary of string codes the relations' coded indexes share
+        # (``deltalog.engine.columnar.strings.StringCodes``), made by the first compiled
+        # join that codes a string column; None until then.
+        self.strings: Any = None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("strings", None)
+        self.__dict__.update(state)
 
     def __getitem__(self, name: str) -> VersionedRelation:
         return self.relations[name]

@@ -34,10 +34,18 @@ def test_a_row_of_the_wrong_arity_is_refused_naming_the_relation():
         IncrementalEngine(prog, {"e": [(1, "a", 3)]})
 
 
-def test_a_compiled_load_builds_the_store_indexes_from_its_sorted_codes():
-    """The sorted indexes commits read are built from the compiled join's sorted code
-    arrays (decoded), in every column order the rule reads: they hold the relation's rows,
-    in the order Python sorts them (strings, negative ints, floats incl. -0.0)."""
+def test_a_compiled_load_builds_the_store_indexes_from_its_sorted_codes(monkeypatch):
+    """The sorted indexes the tuple join's commits read (here every rule's: its compiled
+    join refused) are built from the compiled join's sorted code arrays (decoded), in
+    every column order the rule reads: they hold the relation's rows, in the order Python
+    sorts them (strings, negative ints, floats incl. -0.0)."""
+    from deltalog.engine.columnar.encoding import NotColumnar
+    from deltalog.engine.ivm import rule as rule_module
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise NotColumnar("refused by the test")
+
+    monkeypatch.setattr(rule_module, "CommitJoin", refused)
     prog = load_program(""".decl e(x: int, y: string)
 .decl w(x: int, v: float)
 .decl n(y: string)

@@ -13,9 +13,12 @@ minus, its erased rows in plus). The compiled join of commits
 
 Codes are those of ``deltalog.engine.columnar.encoding`` for ints and floats (the values
 themselves, and the floats' ordered bits): they need no dictionary, so an index is coded
-alike by every rule that reads it. A relation with a string column keeps no coded index
-(its codes would change with every new string); nor one that receives an int beyond 64
-bits or at the ends of the code range (``code`` says None, and the relation drops it).
+alike by every rule that reads it. Strings take the codes of the store's dictionary
+(``deltalog.engine.columnar.strings``), which every coded index of the store shares and
+which gives new strings codes as they arrive without changing any other (or remaps every
+index at once when it must). A relation that receives an int beyond 64 bits or at the
+ends of the code range keeps no coded index (``code`` says None, and the relation drops
+it).
 """
 
 from collections.abc import Iterable, Sequence
@@ -27,6 +30,7 @@ from numpy.typing import NDArray
 from deltalog.engine.columnar import kernels
 from deltalog.engine.columnar.encoding import float_codes
 from deltalog.engine.columnar.rows import sorted_distinct
+from deltalog.engine.columnar.strings import StringCodes, remap
 from deltalog.engine.values import Row
 
 I64 = NDArray[np.int64]
@@ -34,20 +38,27 @@ I64 = NDArray[np.int64]
 # The overlay is folded into base past max(FOLD_MIN, len(base) >> FOLD_SHARE) rows.
 FOLD_MIN = 1024
 FOLD_SHARE = 5
-CODED_TYPES = ("int", "float")
+CODED_TYPES = ("int", "float", "string")
 _LO, _HI = int(kernels.BOT), int(kernels.TOP)
 
 
-def code_columns(rows: Sequence[Sequence[Any]], types: Sequence[str]) -> I64 | None:
-    """The codes of ``rows`` (their first ``len(types)`` values, of those types: int or
-    float), row by row; None when a value has no code strictly inside the code range."""
+def code_columns(rows: Sequence[Sequence[Any]], types: Sequence[str],
+                 strings: StringCodes | None = None) -> I64 | None:
+    """The codes of ``rows`` (their first ``len(types)`` values, of those types: strings
+    by ``strings``), row by row; None when a value has no code strictly inside the code
+    range (a string ``strings`` does not hold)."""
     k = len(types)
     out = np.empty((len(rows), k), np.int64)
     if not rows:
         return out
     for j, typ in enumerate(types):
         column = [r[j] for r in rows]
-        if typ == "float":
+        if typ == "string":
+            got = strings.codes_of(column) if strings is not None else None
+            if got is None:
+                return None
+            out[:, j] = got
+        elif typ == "float":
             out[:, j] = float_codes(np.array(column, np.float64))
         else:
             try:
@@ -59,9 +70,10 @@ def code_columns(rows: Sequence[Sequence[Any]], types: Sequence[str]) -> I64 | N
     return out
 
 
-def code_rows(rows: Sequence[Row], types: Sequence[str]) -> I64 | None:
+def code_rows(rows: Sequence[Row], types: Sequence[str],
+              strings: StringCodes | None = None) -> I64 | None:
     """``code_columns`` of ``rows``, sorted and distinct."""
-    out = code_columns(rows, types)
+    out = code_columns(rows, types, strings)
     return None if out is None else sorted_distinct(out)
 
 
@@ -87,19 +99,46 @@ def _union(a: I64, b: I64) -> I64:
     return kernels.merge_rows(a, b)  # type: ignore[no-any-return]
 
 
+def add_strings(strings: StringCodes | None, rows: Sequence[Sequence[Any]],
+                types: Sequence[str]) -> None:
+    """Give codes to the strings of ``rows``' string columns that ``strings`` lacks."""
+    if strings is not None:
+        for j, typ in enumerate(types):
+            if typ == "string":
+                strings.add(r[j] for r in rows)
+
+
 class CodedIndex:
-    """See the module. ``types``: the index's column types (int or float), in its order."""
+    """See the module. ``types``: the index's column types, in its order; ``strings``: the
+    dictionary of its string columns' codes (None when it has none)."""
 
-    __slots__ = ("base", "minus", "old_minus", "old_plus", "plus", "types")
+    __slots__ = ("__weakref__", "base", "minus", "old_minus", "old_plus", "plus", "strings",
+                 "types")
 
-    def __init__(self, types: Sequence[str], base: I64):
+    def __init__(self, types: Sequence[str], base: I64, strings: StringCodes | None = None):
         """``base``: the relation's rows coded, sorted and distinct."""
-        if any(t not in CODED_TYPES for t in types):
+        if any(t not in CODED_TYPES for t in types) or (
+                "string" in types and strings is None):
             raise ValueError(f"a coded index of {list(types)} columns")
         self.types = tuple(types)
         self.base = np.ascontiguousarray(base, np.int64).reshape(len(base), len(types))
         empty = self.base[:0]
         self.minus = self.plus = self.old_minus = self.old_plus = empty
+        self.strings = strings if "string" in self.types else None
+        if self.strings is not None:
+            self.strings.register(self)
+
+    def remap_strings(self, old: I64, new: I64) -> None:
+        """The string columns' codes relabelled (``StringCodes``; monotone: still sorted)."""
+        for name in ("base", "minus", "plus", "old_minus", "old_plus"):
+            table = getattr(self, name)
+            if not len(table):
+                continue
+            table = table.copy()  # (an array opened from a store is read-only)
+            for j, typ in enumerate(self.types):
+                if typ == "string":
+                    table[:, j] = remap(table[:, j], old, new)
+            setattr(self, name, table)
 
     def __len__(self) -> int:
         return len(self.base) - len(self.minus) + len(self.plus)
@@ -119,8 +158,9 @@ class CodedIndex:
         """Apply a commit's effective change (rows in this index's column order: inserted
         ones absent before, erased ones present); False when a row has no code (the
         index is then stale: the caller drops it)."""
-        ins = code_rows(inserted, self.types)
-        era = code_rows(erased, self.types)
+        add_strings(self.strings, inserted, self.types)  # (may remap this index)
+        ins = code_rows(inserted, self.types, self.strings)
+        era = code_rows(erased, self.types, self.strings)
         if ins is None or era is None:
             return False
         base, minus, plus = self.base, self.minus, self.plus
@@ -141,11 +181,13 @@ class CodedIndex:
 
     # -- persistence (a state is saved settled) ---------------------------------------------
     def __getstate__(self) -> list[Any]:
-        return [list(self.types), self.base, self.minus, self.plus]
+        return [list(self.types), self.base, self.minus, self.plus, self.strings]
 
     def __setstate__(self, state: list[Any]) -> None:
-        types, base, minus, plus = state
+        types, base, minus, plus, strings = state
         k = len(types)
+        if ("string" in types) != (type(strings) is StringCodes):
+            raise ValueError("a coded index of string columns without its dictionary")
         if any(t not in CODED_TYPES for t in types) or any(
             a.dtype != np.int64 or a.ndim != 2 or a.shape[1] != k for a in (base, minus, plus)
         ):
@@ -155,24 +197,33 @@ class CodedIndex:
         self.minus = np.ascontiguousarray(minus)
         self.plus = np.ascontiguousarray(plus)
         self.old_minus, self.old_plus = self.minus, self.plus
+        self.strings = strings
+        if strings is not None:
+            strings.register(self)
 
 
 def difference_index(t: CodedIndex, s: CodedIndex) -> CodedIndex:
     """The rows of ``t``'s current version that ``s``'s lacks (both in one column order):
     T \\ S as an index of its own, settled."""
-    return CodedIndex(t.types, minus_rows(t.rows(), s.rows()))
+    return CodedIndex(t.types, minus_rows(t.rows(), s.rows()), t.strings)
 
 
 def coded_index(types: Sequence[str], rows: Iterable[Row], inserted: Sequence[Row],
-                erased: Sequence[Row]) -> CodedIndex | None:
+                erased: Sequence[Row], strings: StringCodes | None = None
+                ) -> CodedIndex | None:
     """An index of current ``rows`` (in its column order) whose previous version lacked
-    ``inserted`` and held ``erased`` (the last commit's change, in the same order); None
-    when a value has no code."""
-    base = code_rows(list(rows), types)
-    ins = code_rows(inserted, types)
-    era = code_rows(erased, types)
+    ``inserted`` and held ``erased`` (the last commit's change, in the same order), its
+    strings coded by ``strings`` (given codes when new); None when a value has no code."""
+    listed = list(rows)
+    if "string" in types:
+        if strings is None:
+            return None
+        add_strings(strings, [*listed, *inserted, *erased], types)
+    base = code_rows(listed, types, strings)
+    ins = code_rows(inserted, types, strings)
+    era = code_rows(erased, types, strings)
     if base is None or ins is None or era is None:
         return None
-    index = CodedIndex(types, base)
+    index = CodedIndex(types, base, strings)
     index.old_minus, index.old_plus = ins, era
     return index

@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_codes, float_values
 from deltalog.engine.columnar.kernels import BOT, TOP, first_rows
 from deltalog.engine.columnar.rows import sort_order
+from deltalog.engine.columnar.strings import StringCodes
 from deltalog.engine.segments import (
     COMPACT_SHARE,
     CorruptSegment,
@@ -257,11 +258,59 @@ class Batch:
     def layout(self) -> "Layout":
         return (tuple(self.types), self.xtype, tuple(self.bspec), self.split)
 
+    def has_strings(self) -> bool:
+        return _has_strings(self.types, self.xtype, self.bspec)
+
+    def part(self, strings: StringCodes) -> "CodedIntervals":
+        """These intervals as a part with a dictionary of its own strings (their codes
+        ``strings``', the store's; a bucket's string constants given as values)."""
+        found: set[str] = {v for kind, v, t in self.bspec if kind and t == "string"}
+        ctx = self.ctx
+        lo, hi = self.lo, self.hi
+        columns = [strings.decode(ctx[:, j]) if t == "string" else None
+                   for j, t in enumerate(self.types)]
+        for col in columns:
+            if col is not None:
+                found.update(col.tolist())
+        inner = [(lo != BOT), (hi != TOP)] if self.xtype == "string" else []
+        ends = [strings.decode(lo[inner[0]]), strings.decode(hi[inner[1]])] if inner else []
+        for col in ends:
+            found.update(col.tolist())
+        codes = Codes([found])
+        if columns and any(c is not None for c in columns):
+            ctx = ctx.copy()
+            for j, col in enumerate(columns):
+                if col is not None:
+                    ctx[:, j] = codes.encode(col, "string")
+        if inner:
+            lo, hi = lo.copy(), hi.copy()
+            lo[inner[0]] = codes.encode(ends[0], "string")
+            hi[inner[1]] = codes.encode(ends[1], "string")
+        bspec = [(kind, codes.code(v, t) if kind and t == "string" else v, t)
+                 for kind, v, t in self.bspec]
+        return CodedIntervals(CodeBook(codes.strings.tolist()), self.types, self.xtype,
+                              bspec, ctx, lo, hi, split=self.split, distinct=True)
+
 
 # How a part codes its intervals: (context types, the ends' type, the bucket's columns,
 # split). Two negations of one relation probed alike share an index; their probes are
-# coded alike when they are probed in the same context with the same bucket columns.
+# coded alike when they are probed in the same context with the same bucket columns. A
+# bucket's string constant is given as its value (each part codes it by its own
+# dictionary), a number as its code.
 Layout = tuple[tuple[str, ...], str, tuple[tuple[int, Any, str], ...], bool]
+
+
+def _has_strings(types: Sequence[str], xtype: str,
+                 bspec: Sequence[tuple[int, Any, str]]) -> bool:
+    return "string" in types or xtype == "string" or any(t == "string" for _, _, t in bspec)
+
+
+def canonical_bspec(bspec: Sequence[tuple[int, Any, str]], value: Any
+                    ) -> tuple[tuple[int, Any, str], ...]:
+    """A bucket's columns as a ``Layout`` gives them: a string constant's code (as
+    ``value(code, "string")`` decodes it) replaced by the string."""
+    return tuple((kind, value(ref, typ) if kind and typ == "string" else ref, typ)
+                 for kind, ref, typ in bspec)
 
 
 def fits(layout: Layout, book: "CodeBook", record: Record) -> bool:
@@ -282,7 +331,8 @@ def fits(layout: Layout, book: "CodeBook", record: Record) -> bool:
         return False
     for v, (kind, ref, typ) in zip(bucket, bspec, strict=True):
         if kind:
-            if (typ == "string") != (type(v) is str) or book.code(v, typ) != ref:
+            if (typ == "string") != (type(v) is str) or (
+                    v != ref if typ == "string" else book.code(v, typ) != ref):
                 return False
         elif v != values[ref]:
             return False
@@ -315,6 +365,9 @@ class Young:
 
     def fits(self, batch: Batch) -> bool:
         return batch.layout() == self.layout()
+
+    def has_strings(self) -> bool:
+        return False  # (``__init__``)
 
     def layout(self) -> Layout:
         return (tuple(self.types), self.xtype, tuple(self.bspec), self.split)
@@ -514,7 +567,12 @@ class CodedIntervals:
         return len(self.lo)
 
     def layout(self) -> Layout:
-        return (self.types, self.xtype, self.bspec, self.split)
+        return (self.types, self.xtype, canonical_bspec(self.bspec, self.book.value),
+                self.split)
+
+    def has_strings(self) -> bool:
+        """Whether its codes are its own dictionary's (string columns or constants)."""
+        return _has_strings(self.types, self.xtype, self.bspec)
 
     # -- queries ----------------------------------------------------------------------
     def stab(self, bucket: tuple[Any, ...], x: Any) -> list[int]:

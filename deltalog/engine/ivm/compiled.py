@@ -7,7 +7,12 @@ column orders with recording on, and each index (atom, depth) gets its intervals
 ``CodedIntervals`` static part: so the intervals that commits stab are the ones the
 maintainer's tuple join would look up, keyed and laid out alike. A rule's commits run
 on the compiled join too where ``CommitJoin`` allows (else on the tuple join,
-``deltalog.engine.ivm.lftj``, which records into the indices' dynamic parts).
+``deltalog.engine.ivm.lftj``, which records into the indices' dynamic parts). A load
+codes strings by ranks in its own dictionary, which its parts keep; the commits read the
+store's coded indexes, whose strings are coded by the store's dictionary
+(``deltalog.engine.columnar.strings``: a new string gets a code between its neighbours',
+so no other code changes), and what a commit records over strings becomes a part with a
+dictionary of its own at once (``Batch.part``), stabbed by value.
 
 What the compiled join does not do the way the tuple join does is refused with
 ``NotColumnar`` (the reason as its message), and the tuple join records instead: a value
@@ -49,13 +54,21 @@ from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values, 
 from deltalog.engine.columnar.evaluate import encode_table, rule_constants, rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
 from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj, split_recording
+from deltalog.engine.columnar.strings import StoreCodes, StringCodes
 from deltalog.engine.columnar.versions import (
     CODED_TYPES,
     CodedIndex,
     code_columns,
     minus_rows,
 )
-from deltalog.engine.ivm.coded_intervals import Batch, CodeBook, CodedIntervals, Layout, Record
+from deltalog.engine.ivm.coded_intervals import (
+    Batch,
+    CodeBook,
+    CodedIntervals,
+    Layout,
+    Record,
+    canonical_bspec,
+)
 from deltalog.engine.ivm.kernels import absent_depths, build_oracle, lftj_versions
 from deltalog.engine.ivm.lftj import IndexKey
 from deltalog.engine.ivm.oracle import ChangeOracle, OracleNode
@@ -155,6 +168,15 @@ class LoadCoding:
             strings += [set(col) for col, c in zip(got, prog.schemas[pred].columns,
                                                    strict=True) if c.type == "string"]
         self.codes = codes = Codes(strings)
+        # The store's dictionary holds them too: the coded indexes the rules' commits
+        # read code strings by it (``store_codes``).
+        self.store = store
+        if len(codes.strings) or any(
+                c.type == "string" for pred in preds for c in prog.schemas[pred].columns):
+            if store.strings is None:
+                store.strings = StringCodes()
+            store.strings.add(codes.strings.tolist())
+        self._to_store: tuple[int, NDArray[np.int64]] | None = None
         for pred, columns in listed.items():
             tables[pred] = encode_table(codes, prog.schemas[pred], columns, len(columns[0]))
         self.relations: dict[str, Relation] = {}
@@ -163,6 +185,24 @@ class LoadCoding:
                 self.refused[pred] = "a value at the ends of the 64-bit range"
             else:
                 self.relations[pred] = Relation.of(table)
+
+    def store_codes(self, table: NDArray[np.int64], types: Sequence[str]
+                    ) -> NDArray[np.int64]:
+        """A table of this load's codes as the store's: its string columns' ranks mapped
+        to the codes of the store's dictionary (which orders them alike)."""
+        if "string" not in types or not len(table):
+            return table
+        strings: StringCodes = self.store.strings
+        if self._to_store is None or self._to_store[0] != strings.epoch:
+            got = strings.codes_of(self.codes.strings.tolist())
+            assert got is not None  # (added when the load was coded)
+            self._to_store = (strings.epoch, got)
+        to_store = self._to_store[1]
+        table = table.copy()
+        for j, typ in enumerate(types):
+            if typ == "string":
+                table[:, j] = to_store[table[:, j]]
+        return table
 
     def relations_of(self, prep: Any) -> dict[str, Relation]:
         """The coded relations the rule ``prep`` reads; ``NotColumnar`` when it cannot be
@@ -231,7 +271,9 @@ def record_body(
 
     def coded(pred: str, perm: tuple[int, ...]) -> CodedIndex:
         cols = prog.schemas[pred].columns
-        return CodedIndex([cols[c].type for c in perm], relations[pred].index(perm))
+        types = [cols[c].type for c in perm]
+        return CodedIndex(types, coding.store_codes(relations[pred].index(perm), types),
+                          store.strings if "string" in types else None)
 
     kplan = rule.plan({}, frozenset(), plan.order)
     # The join binds the variables atoms hold or constants and copies give; a variable
@@ -328,6 +370,8 @@ def record_body(
     for (key, (ltypes, xtype, bspec, _)), got in probed.items():
         ctx = np.concatenate([c for c, _ in got]) if len(got) > 1 else got[0][0]
         point = np.concatenate([x for _, x in got]) if len(got) > 1 else got[0][1]
+        bspec = tuple((kind, book.code(v, t) if kind and t == "string" else v, t)
+                      for kind, v, t in bspec)  # (the layout's string constants: values)
         parts.setdefault(key, []).append(CodedIntervals(
             book, ltypes, xtype, bspec, ctx, point, point.copy(), split=True,
             distinct=len(got) > 1))
@@ -490,7 +534,8 @@ def _record_probes(
     ctx = sorted_distinct(np.stack([cols.codes[v] for v in list(pos)[: j + 1]], axis=1))
     kind, ref, _ = spec[-1]
     point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
-    probed.setdefault((key, probe_layout(types, j, spec)), []).append((ctx, point))
+    probed.setdefault((key, probe_layout(types, j, spec, book.value)), []).append(
+        (ctx, point))
     return len(ctx)
 
 
@@ -501,12 +546,14 @@ def _probe_key(pred: str, perm: tuple[int, ...],
     return ("neg", pred, perm, len(spec) - 1) if spec else ("whole", pred)
 
 
-def probe_layout(types: Sequence[str], j: int, spec: Sequence[tuple[int, int, str]]) -> Layout:
+def probe_layout(types: Sequence[str], j: int, spec: Sequence[tuple[int, int, str]],
+                 value: Callable[[int, str], Any]) -> Layout:
     """How the probes of a negation are coded (``CodedIntervals``, ``Batch``): context the
     rule's variables to level ``j`` (of ``types``), bucket the probe's columns but its
-    last (``spec``, ``_probe_spec``'s), split. Negations probed alike share an index key;
-    those whose probes are coded alike share a part too."""
-    return (tuple(types[: j + 1]), spec[-1][2], tuple(spec[:-1]), True)
+    last (``spec``, ``_probe_spec``'s: a string constant decoded by ``value``), split.
+    Negations probed alike share an index key; those whose probes are coded alike share
+    a part too."""
+    return (tuple(types[: j + 1]), spec[-1][2], canonical_bspec(spec[:-1], value), True)
 
 
 def _probe_spec(prog: AnalyzedProgram, rule: CompiledRule, neg: Atom, perm: tuple[int, ...],
@@ -547,13 +594,15 @@ class CommitJoin:
     """A rule's commits on the compiled join (``deltalog.engine.ivm.kernels``): the old and
     the new body evaluated inside the change oracle over the coded versions of its
     relations (``deltalog.engine.columnar.versions``), the new one recording its
-    intervals as parts on arrays. Built for a rule whose relations are int and float
-    columns and whose body the kernel joins as the maintainer's plan orders it
-    (arithmetic, comparisons after the join, negations and complement atoms made as the
-    load makes them); anything else raises ``NotColumnar`` (the reason), and its commits
-    stay on the tuple join."""
+    intervals as parts on arrays. Built for a rule whose body the kernel joins as the
+    maintainer's plan orders it (arithmetic, comparisons after the join, negations and
+    complement atoms made as the load makes them); anything else raises ``NotColumnar``
+    (the reason), and its commits stay on the tuple join. Strings are coded by the
+    store's dictionary (``strings``, which the rule's string constants are added to);
+    ``epoch`` is its relabelling the codes are of (a later one: build the join again)."""
 
-    def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram):
+    def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram,
+                 strings: StringCodes | None = None):
         prep = plan.prep
         # atoms of no columns (switches): the body holds in a version where each has ()
         self.switches = sorted({a.pred for a in prep.atoms if not a.vars})
@@ -565,8 +614,20 @@ class CommitJoin:
             for c in prog.schemas[pred].columns:
                 if c.type not in CODED_TYPES:
                     raise NotColumnar(f"a {c.type} column in {pred}")
-        rule = CompiledRule(prog, prep, Codes([set(rule_strings(prep.rule))]), {},
-                            convert=False)  # (as ``record_body``)
+        constants = rule_strings(prep.rule)
+        uses_strings = bool(constants) or any(
+            c.type == "string" for p in [*(a.pred for a in prep.atoms),
+                                         *(n.pred for n in prep.negations)]
+            for c in prog.schemas[p].columns)
+        codes: Codes = Codes([set(constants)])
+        if uses_strings:
+            if strings is None:
+                raise NotColumnar("strings with no dictionary of the store's")
+            strings.add(constants)
+            codes = StoreCodes(strings)
+        self.strings = strings if uses_strings else None
+        self.epoch = self.strings.epoch if self.strings is not None else 0
+        rule = CompiledRule(prog, prep, codes, {}, convert=False)  # (as ``record_body``)
         kplan = rule.plan({}, frozenset(), plan.order)
         # As at the load (``record_body``): a variable computed by arithmetic is computed
         # on the join's output, and comparisons the join does not make on codes filter
@@ -613,9 +674,15 @@ class CommitJoin:
         self.plan = plan
         self.rule = rule
         self.types = [rule.types[v] for v in plan.order]
-        if "string" in self.types:  # (a string constant's variable, by assignment: its
-            # code is the rule's own, which the units and the young intervals do not read)
-            raise NotColumnar("a string variable")
+
+    def value(self, code: int, typ: str) -> Any:
+        """The value of a code of this join's."""
+        return self.rule.codes.python(np.array([code], np.int64), typ)[0]
+
+    def stale(self) -> bool:
+        """Whether the store's dictionary was relabelled since this join was built (its
+        constants' codes are then not the indexes')."""
+        return self.strings is not None and self.strings.epoch != self.epoch
 
     def relations(self) -> list[tuple[str, tuple[int, ...]]]:
         """(relation, column order) of every index the join reads as codes (its atoms',
@@ -688,7 +755,8 @@ class CommitJoin:
                 ctx = sorted_distinct(np.stack([cols.codes[v] for v in order[: j + 1]], axis=1))
                 kind, ref, typ = spec[-1]
                 point = ctx[:, ref].copy() if kind == 0 else np.full(len(ctx), ref, np.int64)
-                batches.append((key, Batch(tuple(self.types[: j + 1]), typ, spec[:-1], ctx,
+                batches.append((key, Batch(tuple(self.types[: j + 1]), typ,
+                                           canonical_bspec(spec[:-1], self.value), ctx,
                                            point, point.copy(), split=True)))
                 added += len(ctx)
             probes = np.empty((cols.n, len(spec)), np.int64)
@@ -708,7 +776,7 @@ class CommitJoin:
         if len(kept) and (exist < len(self.out) or self.computed):
             kept = sorted_distinct(np.ascontiguousarray(kept))
         names = order[:exist]
-        columns = [_values(kept[:, j], self.types[j]) for j in range(exist)]
+        columns = [rule.codes.python(kept[:, j], self.types[j]) for j in range(exist)]
         for values in zip(*columns, strict=True):
             units[values] = dict(zip(names, values, strict=True))
         return units, batches, added
@@ -765,18 +833,22 @@ def changes_prefix(store: RelationStore, pred: str, perm: tuple[int, ...],
     rows = list(store[pred].delta())
     if not spec or not rows:
         return bool(rows)
-    coded = code_columns([permute(r, perm)[: len(spec)] for r in rows], types[: len(spec)])
+    coded = code_columns([permute(r, perm)[: len(spec)] for r in rows], types[: len(spec)],
+                         store.strings)
     if coded is None:  # (a value with no code: not the constants')
         return False
     want = np.array([ref for _, ref, _ in spec], np.int64)
     return bool((coded == want).all(axis=1).any())
 
 
-def _values(codes: NDArray[np.int64], typ: str) -> list[Any]:
+def _values(codes: NDArray[np.int64], typ: str, strings: StringCodes | None) -> list[Any]:
+    if typ == "string":
+        assert strings is not None
+        return strings.decode(codes).tolist()  # type: ignore[no-any-return]
     return float_values(codes).tolist() if typ == "float" else codes.tolist()
 
 
-def _end_codes(values: list[Any], typ: str) -> NDArray[np.int64]:
+def _end_codes(values: list[Any], typ: str, strings: StringCodes | None) -> NDArray[np.int64]:
     """Codes of interval ends (``BOTTOM``/``TOP``: the kernels' ``BOT``/``TOP``)."""
     out = np.empty(len(values), np.int64)
     inner = [i for i, v in enumerate(values) if v is not BOTTOM and v is not TOP]
@@ -786,7 +858,7 @@ def _end_codes(values: list[Any], typ: str) -> NDArray[np.int64]:
         elif v is TOP:
             out[i] = kernels.TOP
     if inner:
-        got = code_columns([(values[i],) for i in inner], [typ])
+        got = code_columns([(values[i],) for i in inner], [typ], strings)
         if got is None:
             raise NotColumnar("an interval end with no code")
         out[inner] = got[:, 0]
@@ -799,12 +871,15 @@ class Regions:
     one that fixes the existential level or more is widened to the whole subtree of its
     first ``exist`` values (``deltalog.engine.ivm.rule.RuleMaintainer.maintain``)."""
 
-    def __init__(self, types: Sequence[str], exist: int, kept: Sequence[bool] | None = None):
+    def __init__(self, types: Sequence[str], exist: int, kept: Sequence[bool] | None = None,
+                 strings: StringCodes | None = None):
         """``types``: of the rule's variables in its order; ``kept[p]``: whether the join
         binds the variable at p (not one computed on its output, which the oracle has no
         level for: a region that fixes it is widened to drop it, one with its interval
-        to the subtree above it; a larger oracle, never a smaller one)."""
+        to the subtree above it; a larger oracle, never a smaller one); ``strings``: the
+        dictionary of string codes."""
         self.types = list(types)
+        self.strings = strings
         self.exist = exist
         self.kept = list(kept) if kept is not None else [True] * len(self.types)
         self.depth = sum(self.kept[:exist])  # the oracle's levels
@@ -855,11 +930,12 @@ class Regions:
                 prefixes = [r[0] for r in regions]
                 lo = [r[1] for r in regions]
                 hi = [r[2] for r in regions]
-            ctx = code_columns(prefixes, self.types[:width])
+            ctx = code_columns(prefixes, self.types[:width], self.strings)
             if ctx is None:
                 raise NotColumnar("a region with no code")
             typ = self.types[width] if width < len(self.types) else "int"
-            parts.append(self._levels(ctx, _end_codes(lo, typ), _end_codes(hi, typ)))
+            parts.append(self._levels(ctx, _end_codes(lo, typ, self.strings),
+                                      _end_codes(hi, typ, self.strings)))
         plen, vals, lo_, hi_ = (np.concatenate(c) for c in zip(*parts, strict=True))
         return build_oracle(plen, vals, lo_, hi_)  # type: ignore[no-any-return]
 
@@ -878,19 +954,19 @@ class Regions:
         for ctx, lo, hi in self.parts:
             width = ctx.shape[1]
             typ = self.types[width] if width < len(self.types) else "int"
-            cols = [_values(np.ascontiguousarray(ctx[:, j]), self.types[j])
+            cols = [_values(np.ascontiguousarray(ctx[:, j]), self.types[j], self.strings)
                     for j in range(width)]
             for k, prefix in enumerate(zip(*cols, strict=True) if width else [()] * len(lo)):
-                region(tuple(prefix), _end_value(int(lo[k]), typ), _end_value(int(hi[k]), typ))
+                region(tuple(prefix), self._end_value(int(lo[k]), typ),
+                       self._end_value(int(hi[k]), typ))
         for prefix, lo, hi in self.plain:
             region(prefix, lo, hi)
         return oracle.finish()
 
-
-def _end_value(code: int, typ: str) -> Any:
-    """The value of an interval end's code (``BOT``/``TOP``: ``BOTTOM``/``TOP``)."""
-    if code == kernels.BOT:
-        return BOTTOM
-    if code == kernels.TOP:
-        return TOP
-    return _values(np.array([code], np.int64), typ)[0]
+    def _end_value(self, code: int, typ: str) -> Any:
+        """The value of an interval end's code (``BOT``/``TOP``: ``BOTTOM``/``TOP``)."""
+        if code == kernels.BOT:
+            return BOTTOM
+        if code == kernels.TOP:
+            return TOP
+        return _values(np.array([code], np.int64), typ, self.strings)[0]

@@ -95,6 +95,7 @@ from operator import itemgetter
 from typing import Any
 
 from deltalog.engine.columnar.encoding import NotColumnar
+from deltalog.engine.columnar.strings import StringCodes
 from deltalog.engine.ivm.coded_intervals import (
     Batch,
     CodeBook,
@@ -518,14 +519,22 @@ class IntervalIndex:
         assert index is not None and index.static is None
         index.static = part
 
-    def add_batch(self, batch: Batch) -> None:
-        """What a commit's compiled join recorded into this index (int and float codes):
-        kept young (``Young``) until ``YOUNG_MAX`` intervals, then a part on arrays (a
-        negation's probes in the index of their layout, ``of_layout``)."""
+    def add_batch(self, batch: Batch, strings: StringCodes | None = None) -> None:
+        """What a commit's compiled join recorded into this index (codes; strings by the
+        store's dictionary ``strings``): kept young (``Young``) until ``YOUNG_MAX``
+        intervals, then a part on arrays (a negation's probes in the index of their
+        layout, ``of_layout``). A batch of string columns is a part at once, with a
+        dictionary of its own strings (a part's codes never change; the store's might)."""
         index = self.of_layout(batch.layout()) if batch.split else self
         if index is not self:
             assert index is not None
-            index.add_batch(batch)
+            index.add_batch(batch, strings)
+            return
+        if batch.has_strings():
+            if strings is None:
+                raise ValueError("a batch of string codes without their dictionary")
+            self._grow_up()
+            self.add_coded(batch.part(strings))
             return
         young = self.young
         if young is not None and not young.fits(batch):
@@ -691,13 +700,23 @@ class IntervalIndex:
         values; every one removed. (Of this index alone: its others code theirs in other
         layouts, ``of_layout``.)"""
         coded = []
+        plain: list[Any] = []
         for part in [self.static, *self.levels, self.young]:
             if part is not None and part.live:
                 assert isinstance(part, CodedIntervals | Young)
+                if part.has_strings():
+                    # (its own dictionary's codes, not the store's: stabbed by value, and
+                    # what it finds given as values)
+                    assert type(part) is CodedIntervals
+                    for bucket, x in zip(buckets, points, strict=True):
+                        for pos in part.stab(bucket, x):
+                            _, lo, hi, payload = part.record(pos)
+                            plain.append((lo, hi, payload))
+                            part.kill(pos)
+                    continue
                 got = part.stab_codes(bvals, xs)
                 if len(got[1]):
                     coded.append(got)
-        plain: list[Any] = []
         if len(self.dynamic):
             for bucket, x in zip(buckets, points, strict=True):
                 plain += self._stab(bucket, x)  # (the parts found nothing more)

@@ -215,7 +215,7 @@ class RuleMaintainer:
                 self.recorded_by = f"tuples: {why}"
             else:
                 self.recorded_by = "compiled"
-                commit = self.commit_join(prog)
+                commit = self.commit_join(prog, store)
                 if type(commit) is CommitJoin:
                     # The indexes its commits read, as codes from the load's; the sorted
                     # indexes of tuples only if a commit falls back to the tuple join
@@ -252,21 +252,37 @@ class RuleMaintainer:
             self.recorded_by = "tuples"
         return self._evaluate(store, False, None, True, stats, counters)
 
-    def commit_join(self, prog: AnalyzedProgram | None) -> "CommitJoin | str":
+    def commit_join(self, prog: AnalyzedProgram | None, store: RelationStore | None = None
+                    ) -> "CommitJoin | str":
         """The compiled join of this rule's commits, or why there is none (decided once
-        per process: it is not saved)."""
-        if self._commit is None and prog is not None:
+        per process: it is not saved; built again when the store's dictionary of string
+        codes was relabelled since). Without ``store``, a rule over strings has no
+        dictionary to code them by: the answer is not kept."""
+        commit = self._commit
+        if type(commit) is CommitJoin and store is not None and commit.stale():
+            commit = None
+        if commit is None and prog is not None:
             if self.recorded_by != "compiled":
-                self._commit = "tuples: the first evaluation was recorded on tuples"
-            elif any(type(part.static) is not CodedIntervals
-                     for index in self.indices.values() for part in index.each()
-                     if part.static is not None):
-                self._commit = "tuples: an index on tuples"
+                commit = "tuples: the first evaluation was recorded on tuples"
             else:
                 try:
-                    self._commit = CommitJoin(self.plan, self.indexed, prog)
+                    commit = CommitJoin(self.plan, self.indexed, prog,
+                                        store.strings if store is not None else None)
                 except NotColumnar as why:
-                    self._commit = f"tuples: {why}"
+                    commit = f"tuples: {why}"
+                else:
+                    # (the probes of a negation with no variable bound, made once before
+                    # the join, are not stabbed by a compiled commit: a change to their
+                    # prefix re-evaluates the whole rule; their index may be on tuples)
+                    once = {key for key, _, _, j, _ in commit.negs if j < 0} - {
+                        key for key, _, _, j, _ in commit.negs if j >= 0}
+                    if any(type(part.static) is not CodedIntervals
+                           for key, index in self.indices.items() if key not in once
+                           for part in index.each() if part.static is not None):
+                        commit = "tuples: an index on tuples"
+            if store is None and type(commit) is not CommitJoin:
+                return commit
+            self._commit = commit
         return self._commit or "tuples: no program"
 
     def _coded_versions(self, store: RelationStore, commit: CommitJoin) -> bool:
@@ -283,7 +299,7 @@ class RuleMaintainer:
             rel.keep_coded(perm, coded_index(
                 commit.column_types(pred, perm), rel.index(perm),
                 [permute(r, perm) for r, w in delta.items() if w > 0],
-                [permute(r, perm) for r, w in delta.items() if w < 0]))
+                [permute(r, perm) for r, w in delta.items() if w < 0], store.strings))
             if rel.coded(perm) is None:
                 return False
         return True
@@ -316,18 +332,24 @@ class RuleMaintainer:
 
     def _maintain_compiled(
         self, store: RelationStore, changed: Collection[str], stats: JoinStats,
-        counters: WorkCounters, commit: CommitJoin,
+        counters: WorkCounters, commit: CommitJoin, prog: AnalyzedProgram,
     ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
         """``maintain`` on codes: each index stabbed once with every point of the commit's
         surgeries, the oracle built from the coded regions, the old and new body
         evaluated inside it on the compiled join, the new one's intervals kept as parts
         on arrays."""
-        ops = self._surgeries(store, counters, commit)
         complemented = self._complement_versions(store, commit)
         if complemented is None:  # (a row of T \ S with no code: the tuple join's commit)
             self._commit = "tuples: a value with no 64-bit code in a complement atom"
             return self._maintain_tuples(store, changed, stats, counters)
-        regions = Regions(commit.types, self.plan.exist_level, commit.kept)
+        if commit.stale():  # (new strings relabelled the store's codes: built again)
+            got = self.commit_join(prog, store)
+            if type(got) is not CommitJoin:
+                return self._maintain_tuples(store, changed, stats, counters)
+            commit = got
+        # (from here on no string is given a code: the codes below stay the indexes')
+        ops = self._surgeries(store, counters, commit)
+        regions = Regions(commit.types, self.plan.exist_level, commit.kept, commit.strings)
         for a, perm, indexed in zip(self.prep.atoms, self.plan.perms, self.indexed,
                                     strict=True):
             if a.index in complemented:
@@ -352,7 +374,7 @@ class RuleMaintainer:
                 tree = self.indices.get(("atom", a.index, d))
                 if tree is None:
                     continue
-                coded = code_columns(paths, types[: d + 1])
+                coded = code_columns(paths, types[: d + 1], store.strings)
                 if coded is None:  # (a coded relation's rows all have codes)
                     raise AssertionError(f"a row of {a.pred} with no code")
                 found, plain = tree.stab_codes(
@@ -376,7 +398,7 @@ class RuleMaintainer:
             # values before the probe's level and its value there (the payload, split);
             # negations probed alike share the index, each layout's probes a part of
             # their own (stabbed once for all the negations coded alike)
-            layout = probe_layout(commit.types, j, spec)
+            layout = probe_layout(commit.types, j, spec, commit.value)
             tree = self.indices.get(key)
             if pred not in changed or tree is None or (key, layout) in stabbed:
                 continue
@@ -386,7 +408,8 @@ class RuleMaintainer:
                 continue
             d = len(spec) - 1
             paths = [op.path for op in ops(pred, perm) if op.depth == d]
-            coded = code_columns(paths, commit.column_types(pred, perm)[: d + 1])
+            coded = code_columns(paths, commit.column_types(pred, perm)[: d + 1],
+                                 store.strings)
             if coded is None:
                 raise AssertionError(f"a row of {pred} with no code")
             pick = np.ones(len(paths), np.bool_)  # the bucket's constants agree
@@ -430,7 +453,7 @@ class RuleMaintainer:
             index = self.indices.get(key)
             if index is None:
                 index = self.indices[key] = IntervalIndex()
-            index.add_batch(batch)
+            index.add_batch(batch, commit.strings)
         counters.intervals_added += added
         counters.units_evaluated += len(old) + len(new)
         counters.compiled_commits += 1
@@ -443,9 +466,10 @@ class RuleMaintainer:
         """The units of the old and of the new body inside the change oracle of this
         commit; ``changed`` names the relations with a non-empty delta. With ``prog``, on
         the compiled join where the rule allows it (``deltalog.engine.ivm.compiled``)."""
-        commit = self.commit_join(prog)
+        commit = self.commit_join(prog, store)
         if type(commit) is CommitJoin and self._coded_versions(store, commit):
-            return self._maintain_compiled(store, changed, stats, counters, commit)
+            assert prog is not None
+            return self._maintain_compiled(store, changed, stats, counters, commit, prog)
         return self._maintain_tuples(store, changed, stats, counters)
 
     def _complement_versions(self, store: RelationStore, commit: CommitJoin
@@ -474,7 +498,7 @@ class RuleMaintainer:
             index = self._ccoded.get(a)
             if index is None:
                 rows = sorted(permute(r, perm) for r in t.rows if r not in s)
-                index = coded_index(types, rows, ins, era)
+                index = coded_index(types, rows, ins, era, store.strings)
             elif not index.commit(ins, era):
                 index = None
             if index is None:
@@ -575,7 +599,7 @@ def _coded_surgery(rel: VersionedRelation, perm: tuple[int, ...],
 def _surgery_of(rows: list[tuple[Row, int]], index: Any, types: list[str]) -> list[Surgery]:
     """The tree surgery of changed ``rows`` (sorted, with weights) of ``index`` (coded,
     in two versions), each row's start found on its versions."""
-    codes = code_columns([r for r, _ in rows], types)
+    codes = code_columns([r for r, _ in rows], types, index.strings)
     if codes is None:  # (an index's rows all have codes)
         raise AssertionError("a changed row with no code")
     inserted = np.array([w > 0 for _, w in rows], np.bool_)
