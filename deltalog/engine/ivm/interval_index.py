@@ -693,12 +693,13 @@ class IntervalIndex:
 
     def stab_codes(self, bvals: Any, xs: Any, buckets: list[tuple[Any, ...]],
                    points: list[Any]) -> tuple[list[tuple[Any, Any, Any]], list[Any]]:
-        """``stab`` for many points at once on an index whose parts are on arrays (int and
-        float columns): query q is bucket ``buckets[q]`` and point ``points[q]``, coded
-        ``bvals[q]`` and ``xs[q]``. Returns the found intervals of the arrays as coded
-        (contexts, lows, highs) triples, one per part, and the treap's as (lo, hi, payload)
-        values; every one removed. (Of this index alone: its others code theirs in other
-        layouts, ``of_layout``.)"""
+        """``stab`` for many points at once on an index whose parts are on arrays: query q
+        is bucket ``buckets[q]`` and point ``points[q]``, coded ``bvals[q]`` and ``xs[q]``
+        (strings by the store's dictionary). Returns the found intervals of the parts of
+        numbers as coded (contexts, lows, highs) triples, one per part, and those of the
+        parts over strings (coded by dictionaries of their own: stabbed by value) and of
+        the treap as (lo, hi, payload) values; every one removed. (Of this index alone:
+        its others code theirs in other layouts, ``of_layout``.)"""
         coded = []
         plain: list[Any] = []
         for part in [self.static, *self.levels, self.young]:
