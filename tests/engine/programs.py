@@ -1,6 +1,8 @@
 """Hypothesis strategies for random programs over tiny domains, so that joins, negations,
 cancellations and recursion actually happen. Shared by the engine's property tests."""
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 EDB_DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl u(a: int)\n"
@@ -50,6 +52,31 @@ def positive_body(draw, arity: dict[str, int], const) -> tuple[list[str], list[s
         body.append("u(x)")
         bound.append("x")
     return body, bound
+
+
+def draw_change(data, rows: dict[str, Any], most: int) -> dict[str, dict[Any, int]]:
+    """A commit's change: 1 to ``most`` rows, each an insertion or an erasure of a row
+    of a relation drawn from ``rows`` (relation -> strategy of its rows)."""
+    deltas: dict[str, dict[Any, int]] = {}
+    for _ in range(data.draw(st.integers(1, most))):
+        name = data.draw(st.sampled_from(sorted(rows)))
+        row = data.draw(rows[name])
+        deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+    return deltas
+
+
+def head_or_aggregate(draw, i: int, names: list[str], args: list[str], body: list[str],
+                      head_arity: int) -> tuple[str, bool]:
+    """The rule of the i-th IDB predicate over ``body``: now and then (True) an aggregate
+    ``a{i}[key] = n`` (count, or min or max of one of ``args``) keyed by one of ``names``,
+    else ``p{i}`` of ``head_arity`` of ``names``."""
+    if draw(st.integers(0, 4)) == 0:
+        func = draw(st.sampled_from(["count", "min", "max"]))
+        arg = "" if func == "count" else draw(st.sampled_from(args))
+        return (f"a{i}[{draw(st.sampled_from(names))}] = n <- "
+                f"agg<<n = {func}({arg})>> {', '.join(body)}."), True
+    head = [draw(st.sampled_from(names)) for _ in range(head_arity)]
+    return f"p{i}({', '.join(head)}) :- {', '.join(body)}.", False
 
 
 @st.composite

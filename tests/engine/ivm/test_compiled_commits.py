@@ -42,7 +42,9 @@ from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import MemorySegments
 from deltalog.engine.sentinels import BOTTOM, TOP
 from tests.engine.programs import (
+    draw_change,
     edb_data,
+    head_or_aggregate,
     positive_body,
     programs,
 )
@@ -515,14 +517,10 @@ def compiled_programs(draw: Any) -> str:
                 if draw(st.booleans()):
                     body.append(f"w {draw(st.sampled_from(['<', '>=']))} "
                                 f"{draw(st.sampled_from(VALUES['float'][:6]))!r}")
-            if draw(st.integers(0, 4)) == 0:
-                func = draw(st.sampled_from(["count", "min", "max"]))
-                arg = "" if func == "count" else draw(st.sampled_from(names))
-                rules.append(f"a{i}[{draw(st.sampled_from(names))}] = n <- "
-                             f"agg<<n = {func}({arg})>> {', '.join(body)}.")
+            text, aggregate = head_or_aggregate(draw, i, names, names, body, head_arity)
+            rules.append(text)
+            if aggregate:
                 break
-            head = [draw(st.sampled_from(names)) for _ in range(head_arity)]
-            rules.append(f"p{i}({', '.join(head)}) :- {', '.join(body)}.")
         if any(r.startswith(f"p{i}(") for r in rules):
             arity[f"p{i}"] = head_arity
     return decls + "\n".join(rules) + "\n"
@@ -604,11 +602,7 @@ class CompiledAgainstTuples(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def commit(self, data):
-        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
-        for _ in range(data.draw(st.integers(1, 6))):
-            name = data.draw(st.sampled_from(sorted(self.rows)))
-            row = data.draw(self.rows[name])
-            deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+        deltas = draw_change(data, self.rows, 6)
         note(f"apply {deltas}")
         before = {p: self.compiled.relation(p) for p in self.prog.idb}
         out = self.compiled.apply(deltas)

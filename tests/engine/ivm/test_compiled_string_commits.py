@@ -28,10 +28,10 @@ from deltalog.engine.columnar.strings import StringCodes
 from deltalog.engine.columnar.versions import CodedIndex, coded_index
 from deltalog.engine.evaluate import evaluate
 from deltalog.engine.ivm.compiled import CommitJoin
-from deltalog.engine.ivm.stratum import SensitivityStratum
 from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import CorruptSegment, MemorySegments
-from tests.engine.programs import positive_body
+from tests.engine.ivm.test_compiled_commits import _maintainers, _reopen, _tuple_commits
+from tests.engine.programs import draw_change, head_or_aggregate, positive_body
 
 
 def _tiny_codes(monkeypatch: pytest.MonkeyPatch, span: int = 64, step: int = 4) -> None:
@@ -162,14 +162,11 @@ def string_programs(draw: Any) -> str:
             if draw(st.integers(0, 3)) == 0:
                 body.append(f's = "{draw(st.sampled_from(NAMES))}"')
                 names.append("s")
-            if draw(st.integers(0, 4)) == 0:
-                func = draw(st.sampled_from(["count", "min", "max"]))
-                arg = "" if func == "count" else draw(st.sampled_from(names + numbers))
-                rules.append(f"a{i}[{draw(st.sampled_from(names))}] = n <- "
-                             f"agg<<n = {func}({arg})>> {', '.join(body)}.")
+            text, aggregate = head_or_aggregate(draw, i, names, names + numbers, body,
+                                                head_arity)
+            rules.append(text)
+            if aggregate:
                 break
-            head = [draw(st.sampled_from(names)) for _ in range(head_arity)]
-            rules.append(f"p{i}({', '.join(head)}) :- {', '.join(body)}.")
         if any(r.startswith(f"p{i}(") for r in rules):
             arity[f"p{i}"] = head_arity
     return decls + "\n".join(rules) + "\n"
@@ -187,17 +184,6 @@ def _rows(prog: Any, name: str, hot: bool) -> Any:
     return st.tuples(*cols)
 
 
-def _maintainers(engine: IncrementalEngine) -> list[Any]:
-    return [h.maintainer for _, m in engine.strata if isinstance(m, SensitivityStratum)
-            for h in m.heads]
-
-
-def _reopen(engine: IncrementalEngine, store: MemorySegments | None) -> IncrementalEngine:
-    if store is not None:
-        return IncrementalEngine.loads(engine.dumps(store), store)
-    return IncrementalEngine.loads(engine.dumps())
-
-
 class StringsAgainstTuples(RuleBasedStateMachine):
     """An engine committing rules over strings on the compiled join and one committing on
     the tuple join, on the same commits: both equal a recompute after every commit, and
@@ -213,20 +199,14 @@ class StringsAgainstTuples(RuleBasedStateMachine):
             start = {}
         note(f"data {start}")
         self.compiled = IncrementalEngine(self.prog, start, "sensitivity")
-        self.tuples = IncrementalEngine(self.prog, start, "sensitivity")
-        for m in _maintainers(self.tuples):
-            m._commit = "tuples: test"
+        self.tuples = _tuple_commits(IncrementalEngine(self.prog, start, "sensitivity"))
         self.store = MemorySegments() if segments else None
         self.rows = {name: _rows(self.prog, name, True) for name in self.prog.edb}
         self.compiled_commits = 0
 
     @rule(data=st.data())
     def commit(self, data):
-        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
-        for _ in range(data.draw(st.integers(1, 5))):
-            name = data.draw(st.sampled_from(sorted(self.rows)))
-            row = data.draw(self.rows[name])
-            deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+        deltas = draw_change(data, self.rows, 5)
         note(f"apply {deltas}")
         out = self.compiled.apply(deltas)
         assert self.tuples.apply(deltas) == out
