@@ -33,8 +33,12 @@ INT64_MIN = np.iinfo(np.int64).min
 BOT = INT64_MIN
 TOP = INT64_MAX
 
-# Counter slots.
-C_OPENS, C_SEEKS, C_NEXTS, C_EMITS = 0, 1, 2, 3
+# Counter slots (``N_COUNTERS`` of them). C_BEYOND counts floats a conversion to int
+# (``INT_OF_FLOAT``) found integral but beyond the int64s: their int has no code, so the
+# join binds nothing there where Python's int would be looked up (and, recording, notes
+# no interval): a sensitivity recording or commit that meets one is refused.
+C_OPENS, C_SEEKS, C_NEXTS, C_EMITS, C_BEYOND = 0, 1, 2, 3, 4
+N_COUNTERS = 5
 
 # The joins take a rule's atoms' arrays as one tuple, which numba compiles once per
 # length: padded with empty arrays to ``ATOM_SLOTS``, one compilation serves every rule
@@ -108,6 +112,14 @@ def _int_of_float(c):
     if not (-_TWO_63 <= f < _TWO_63) or np.floor(f) != f:  # (NaN fails the first)
         return False, np.int64(0)
     return True, np.int64(f)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _beyond_int64(c):
+    """Whether the float of code ``c`` is finite and outside the int64 range (so
+    integral, with an int that has no code)."""
+    f = np.int64(c ^ ((c >> 63) & INT64_MAX)).view(np.float64)
+    return not (-_TWO_63 <= f < _TWO_63) and f - f == 0.0  # (inf - inf and NaN: NaN)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -376,6 +388,8 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     found, v = _float_of_int(val[lev_arg[L]])
                 else:
                     found, v = _int_of_float(val[lev_arg[L]])
+                    if not found and _beyond_int64(val[lev_arg[L]]):
+                        counters[C_BEYOND] += 1
                 for s in range(s0, s1 if found else s0):
                     a = slot_atom[s]
                     d = slot_depth[s]

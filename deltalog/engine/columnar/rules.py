@@ -92,14 +92,11 @@ class CompiledRule:
     """A rule prepared for the columnar core; ``run`` evaluates it over ``Relation``s."""
 
     def __init__(self, prog: AnalyzedProgram, prep: PreparedRule, codes: Codes,
-                 relations: Mapping[str, Relation], convert: bool = True):
+                 relations: Mapping[str, Relation]):
         """``relations``: every relation by name, as the evaluation holds them (negated
-        atoms are looked up there). ``convert``: a variable may be bound from a number of
-        the other type (``x = x~int``, ``z = x / 2.0`` for an int z), converted
-        (``semantics.bind_as``); without it such a rule is refused, and ``x = y`` across
-        int and float is a check on the join's output (for a caller whose join must make
-        the tuple join's operations, which convert as Python does)."""
-        self.convert = convert
+        atoms are looked up there). A variable may be bound from a number of the other
+        type (``x = x~int``, ``z = x / 2.0`` for an int z), converted
+        (``semantics.bind_as``)."""
         self.prog = prog
         self.prep = prep
         self.rule = prep.rule
@@ -142,9 +139,6 @@ class CompiledRule:
             if types.get(v, typ) != typ:
                 raise NotColumnar(f"variable {v}, a {typ}, is bound by a {types[v]} column "
                                   f"(rule at {self.rule.loc})")
-            if v not in types and typ == "int" and not self.convert:
-                raise NotColumnar(f"variable {v}, an int, is assigned a float "
-                                  f"(rule at {self.rule.loc})")
             types[v] = typ
         changed = True
         sources = (*self.prep.assigns, *compare_assignments(self.prep))
@@ -183,7 +177,7 @@ class CompiledRule:
         have, want = self.types[source], self.types[v]
         if have == want:
             return kernels.COPY, level
-        if not self.convert or v not in self.held or {have, want} != {"int", "float"}:
+        if v not in self.held or {have, want} != {"int", "float"}:
             return None
         return (kernels.FLOAT_OF_INT if want == "float" else kernels.INT_OF_FLOAT), level
 
@@ -397,11 +391,11 @@ class CompiledRule:
         rels = args[0]
         parts = _split(plan, rels, slots[0] if slots else [])
         if len(parts) == 1:
-            counters = np.zeros(4, np.int64)
+            counters = np.zeros(kernels.N_COUNTERS, np.int64)
             out, n, _, _ = run_lftj(args, counters, *parts[0], NO_SLOTS, NO_RECORD)
         else:
             # Threads over ranges of the first variable (the kernel releases the GIL).
-            counts = [np.zeros(4, np.int64) for _ in parts]
+            counts = [np.zeros(kernels.N_COUNTERS, np.int64) for _ in parts]
             with ThreadPoolExecutor(THREADS) as pool:
                 done = list(pool.map(
                     lambda i: run_lftj(args, counts[i], *parts[i], NO_SLOTS, NO_RECORD)[:2],

@@ -18,10 +18,12 @@ What the compiled join does not do the way the tuple join does is refused with
 ``NotColumnar`` (the reason as its message), and the tuple join records instead: a value
 with no 64-bit code or at the ends of the code range (they stand for −inf and +inf), a
 variable probed in a column of another type, a variable order the compiled join does
-not follow, a variable read from an int and a float column or an int variable assigned
-a float (the tuple join reads the rule as written, not through ``uncast``, and converts
-as Python does, an integral float beyond 64 bits to its int: the compiled join is built
-with no conversions, ``CompiledRule(convert=False)``). A variable computed by
+not follow. A variable read from an int and a float column is read as ``uncast``
+rewrites the rule (x~int from the int columns, ``x = x~int``), which is the rule the
+maintainer (and so the tuple join) reads too: the join converts between the codings
+where the tuple join converts values (``bind_as``), except an integral float beyond the
+int64s, whose int has no code (``kernels.C_BEYOND``: a recording or a commit that meets
+one is refused, and the rule goes on on the tuple join). A variable computed by
 arithmetic is computed on the join's output, and in the contexts of the intervals
 recorded after its place in the order; comparisons the join does not make on codes
 (across int and float, over arithmetic) filter its output (with either, the join has no
@@ -242,6 +244,14 @@ def _read_relation(schema: Any, held: Any) -> "NDArray[np.int64] | list[list[Any
     return [[r[i] for r in rows] for i in range(schema.arity)]
 
 
+def _no_float_beyond(counters: NDArray[np.int64]) -> None:
+    """``NotColumnar`` when the join converted a float beyond the int64s to an int
+    (``kernels.C_BEYOND``): the tuple join looks that int up, and notes its interval,
+    where the codes have none."""
+    if counters[kernels.C_BEYOND]:
+        raise NotColumnar("a float beyond the 64-bit integers read as an int")
+
+
 def record_body(
     plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram, store: RelationStore,
     stats: JoinStats, coding: "LoadCoding | None" = None,
@@ -257,9 +267,7 @@ def record_body(
         coding = LoadCoding(prog, store, [prep])
     codes = coding.codes
     relations = coding.relations_of(prep)
-    # (no conversions: the tuple join seeks an integral float beyond the int64s as its
-    # int, where a conversion level has no code to seek)
-    rule = CompiledRule(prog, prep, codes, relations, convert=False)
+    rule = CompiledRule(prog, prep, codes, relations)
 
     def sorted_rows(pred: str, perm: tuple[int, ...]) -> list[Row]:
         table = relations[pred].index(perm)
@@ -322,7 +330,7 @@ def record_body(
     pieces = split_recording(kplan, args[0], slots[0] if slots else [])
 
     def piece(i: int) -> tuple[Any, ...]:
-        counts = np.zeros(4, np.int64)
+        counts = np.zeros(kernels.N_COUNTERS, np.int64)
         got = run_lftj(args, counts, *pieces[i], slot_rec,
                        np.empty((1024, 3 + nlev), np.int64))
         return (*got, counts)
@@ -336,6 +344,7 @@ def record_body(
         rec = np.concatenate([r[:k] for _, _, r, k, _ in done])
         n, rn = len(out), len(rec)
         counters = np.sum([c for *_, c in done], axis=0)
+    _no_float_beyond(counters)
     stats.opens += int(counters[kernels.C_OPENS])
     stats.seeks += int(counters[kernels.C_SEEKS])
     stats.nexts += int(counters[kernels.C_NEXTS])
@@ -627,7 +636,7 @@ class CommitJoin:
             codes = StoreCodes(strings)
         self.strings = strings if uses_strings else None
         self.epoch = self.strings.epoch if self.strings is not None else 0
-        rule = CompiledRule(prog, prep, codes, {}, convert=False)  # (as ``record_body``)
+        rule = CompiledRule(prog, prep, codes, {})  # (as ``record_body``)
         kplan = rule.plan({}, frozenset(), plan.order)
         # As at the load (``record_body``): a variable computed by arithmetic is computed
         # on the join's output, and comparisons the join does not make on codes filter
@@ -718,13 +727,14 @@ class CommitJoin:
             if coded is None:
                 raise NotColumnar(f"{pred} keeps no coded index")
             versions.append(coded.version(old))
-        counters = np.zeros(4, np.int64)
+        counters = np.zeros(kernels.N_COUNTERS, np.int64)
         rec0 = np.empty((1024 if record else 0, 3 + len(self.types)), np.int64)
         out, n, rec, rn = lftj_versions(  # type: ignore[call-arg]
             kernels.atom_tuple([v[0] for v in versions]),
             kernels.atom_tuple([v[1] for v in versions]),
             kernels.atom_tuple([v[2] for v in versions]), *self.args, counters, *oracle,
             self.slot_rec, rec0)
+        _no_float_beyond(counters)
         stats.opens += int(counters[kernels.C_OPENS])
         stats.seeks += int(counters[kernels.C_SEEKS])
         stats.nexts += int(counters[kernels.C_NEXTS])

@@ -31,16 +31,22 @@ from numba import njit
 
 from deltalog.engine.columnar.kernels import (
     BOT,
+    C_BEYOND,
     C_EMITS,
     C_NEXTS,
     C_OPENS,
     C_SEEKS,
     CONST,
+    COPY,
+    FLOAT_OF_INT,
     JOIN,
     TOP,
+    _beyond_int64,
     _compare,
+    _float_of_int,
     _gallop,
     _grown,
+    _int_of_float,
     _note,
     _past,
 )
@@ -93,8 +99,8 @@ def lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
 def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                    chk_ptr, chk_op, chk_lk, chk_lv, chk_rk, chk_rv, out_levels, exist_level,
                    counters, o_start, o_end, o_lo, o_hi, o_child, slot_rec, rec, record):
-    """Every binding of the levels (as ``kernels.lftj`` plans them: JOIN, CONST and COPY
-    levels, checks per level, existential levels from ``exist_level``) inside the oracle,
+    """Every binding of the levels (as ``kernels.lftj`` plans them: JOIN, CONST, COPY and
+    conversion levels, checks per level, existential levels from ``exist_level``) inside the oracle,
     projected on ``out_levels``. Returns (rows, n, records, their number)."""
     rn = 0
     nlev = lev_kind.shape[0]
@@ -252,9 +258,18 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                     v = target
                     break
         elif entering:
-            v = lev_arg[L] if kind == CONST else val[lev_arg[L]]
             found = True
-            if nd >= 0:
+            if kind == CONST:
+                v = lev_arg[L]
+            elif kind == COPY:
+                v = val[lev_arg[L]]
+            elif kind == FLOAT_OF_INT:
+                found, v = _float_of_int(val[lev_arg[L]])
+            else:
+                found, v = _int_of_float(val[lev_arg[L]])
+                if not found and _beyond_int64(val[lev_arg[L]]):
+                    counters[C_BEYOND] += 1
+            if found and nd >= 0:
                 g = o_start[nd]
                 e = o_end[nd]
                 while g < e:  # the first segment whose high end reaches v

@@ -12,6 +12,7 @@ from typing import Any
 
 from deltalog.engine.analysis.containment import supersets
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
+from deltalog.engine.analysis.typecheck import uncast
 from deltalog.engine.columnar.encoding import NotColumnar
 from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.exact_sum import group_out_of_range
@@ -165,8 +166,12 @@ class SensitivityStratum:
         for pred in self.preds:  # program facts of a derived predicate: permanent support
             self._add(pred, dict.fromkeys(self.prog.facts.get(pred, ()), 1))
         contained = supersets(self.prog)
-        self.heads = [_RuleHead(self.prog, RuleMaintainer(rule, store, supersets=contained))
-                      for rule in self.stratum.rules]
+        # Each rule with every variable read from columns of one type (``uncast``): the
+        # tuple join and the compiled one bind and record alike.
+        schemas = self.prog.schemas
+        self.heads = [_RuleHead(self.prog, RuleMaintainer(
+            uncast(rule, lambda pred, i: schemas[pred].columns[i].type), store,
+            supersets=contained)) for rule in self.stratum.rules]
         coding = None
         if self.compiled:  # the relations the rules read, coded once for all of them
             try:

@@ -534,23 +534,59 @@ def test_a_rule_constant_at_the_ends_of_the_64_bit_range_records_on_the_tuple_jo
     assert engine.apply({"k": {(value, 2): -1}}) == {"p": {(value + 2, "a"): -1}}
 
 
-def test_a_variable_joining_int_and_float_columns_records_on_the_tuple_join():
-    """The recording follows the tuple join, which reads x from both columns (no
-    ``uncast``) and binds an int variable from a float as a Python int (an integral float
-    beyond 64 bits too): the compiled join refuses both, with no conversion levels
-    (``CompiledRule(convert=False)``); an int variable equal to a float one records."""
-    prog = load_program(".decl a(x: int)\n.decl b(x: float)\nq(x) :- a(x), b(x).\n"
-                        "n(x) :- a(x), z = x / 2.0, !a(z).\np(z, y) :- a(z), b(y), z = y.\n")
+def _follow(engine: IncrementalEngine, prog: Any, data: dict[str, set[Any]],
+            change: dict[str, dict[Any, int]]) -> None:
+    """Apply ``change`` to ``engine`` and ``data``; every head as a recompute has it."""
+    engine.apply(change)
+    for pred, delta in change.items():
+        for row, w in delta.items():
+            (data[pred].add if w > 0 else data[pred].discard)(row)
+    for pred, rows in evaluate(prog, data).items():
+        assert engine.relation(pred) == rows, (pred, change)
+
+
+MIXED = (".decl a(x: int)\n.decl b(x: float)\nq(x) :- a(x), b(x).\n"
+         "n(x) :- a(x), z = x / 2.0, !a(z).\np(z, y) :- a(z), b(y), z = y.\n"
+         "h(t) :- b(x), a(x), t = x / 2.\n")
+
+
+def test_a_variable_joining_int_and_float_columns_records_and_commits_compiled():
+    """A rule is maintained as ``uncast`` reads it (x read from an int column as x~int,
+    with ``x = x~int``), on the tuple join and the compiled one alike: the compiled join
+    converts between the codings as the tuple join converts values (``bind_as``), at the
+    load and in commits."""
+    prog = load_program(MIXED, "mixed.dl")
     data = {"a": {(2,), (4,), (2**53 + 1,)}, "b": {(2.0,), (2.0**53,), (2.5,)}}
-    engine = IncrementalEngine(prog, data, "sensitivity")
+    engine = IncrementalEngine(prog, {k: set(v) for k, v in data.items()}, "sensitivity")
+    assert {m.rule.head.pred: m.recorded_by for m in _maintainers(engine)} == dict.fromkeys(
+        "qnph", "compiled")
+    for change in ({"a": {(2**53,): 1}}, {"b": {(2.0,): -1, (4.0,): 1}},
+                   {"a": {(5,): 1}, "b": {(5.0,): 1, (2.0**53,): -1}}):
+        _follow(engine, prog, data, change)
+        assert all(type(m.commit_join(None)) is compiled_module.CommitJoin
+                   for m in _maintainers(engine))
+
+
+def test_a_float_beyond_the_64_bit_ints_read_as_an_int_moves_a_rule_to_the_tuple_join():
+    """An integral float beyond the int64s equals a Python int with no code: the tuple
+    join looks it up (and notes the interval), the compiled one cannot, so a recording or
+    a commit that meets one is refused (``kernels.C_BEYOND``) and the rule goes on on
+    the tuple join, which finds the int when it arrives."""
+    prog = load_program(MIXED, "mixed.dl")
+    # (a larger than b: the join binds x from b first, and converts it for a)
+    data = {"a": {(2,), (3,), (4,)}, "b": {(2.0,), (2.0**70,)}}
+    engine = IncrementalEngine(prog, {k: set(v) for k, v in data.items()}, "sensitivity")
     by_head = {m.rule.head.pred: m.recorded_by for m in _maintainers(engine)}
-    assert by_head["q"].startswith("tuples: variable x joins a int column with a float column")
-    assert by_head["n"].startswith("tuples: variable z, an int, is assigned a float")
-    assert by_head["p"] == "compiled"
-    for change in ({"a": {(2**53,): 1}}, {"b": {(2.0,): -1, (4.0,): 1}}):
-        engine.apply(change)
-        for pred, delta in change.items():
-            for row, w in delta.items():
-                (data[pred].add if w > 0 else data[pred].discard)(row)
-        for pred in ("q", "n", "p"):
-            assert engine.relation(pred) == evaluate(prog, data)[pred], (pred, change)
+    beyond = "tuples: a float beyond the 64-bit integers read as an int"
+    assert by_head == {"q": beyond, "h": beyond, "p": beyond, "n": "compiled"}
+    _follow(engine, prog, data, {"a": {(2**70,): 1}})
+    assert engine.relation("q") == {(2.0,), (2.0**70,)}
+    # loaded without one, a commit meets it
+    data = {"a": {(2,), (3,), (4,)}, "b": {(2.0,)}}
+    engine = IncrementalEngine(prog, {k: set(v) for k, v in data.items()}, "sensitivity")
+    assert {m.recorded_by for m in _maintainers(engine)} == {"compiled"}
+    _follow(engine, prog, data, {"b": {(2.0**70,): 1}})
+    by_head = {m.rule.head.pred: m.commit_join(None) for m in _maintainers(engine)}
+    assert by_head["q"] == by_head["h"] == by_head["p"] == beyond
+    _follow(engine, prog, data, {"a": {(2**70,): 1}})
+    assert engine.relation("h") == {(1.0,), (2.0**69,)}
