@@ -123,6 +123,24 @@ def _beyond_int64(c):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _given(kind, arg, val, counters):
+    """(whether there is one, the value) of a level that a constant or an earlier level
+    gives (``kind`` CONST, COPY, FLOAT_OF_INT or INT_OF_FLOAT; ``arg`` the code or the
+    level), a conversion counted in ``counters[C_BEYOND]`` when it meets a float beyond
+    the int64s."""
+    if kind == CONST:
+        return True, np.int64(arg)
+    if kind == COPY:
+        return True, val[arg]
+    if kind == FLOAT_OF_INT:
+        return _float_of_int(val[arg])
+    found, v = _int_of_float(val[arg])
+    if not found and _beyond_int64(val[arg]):
+        counters[C_BEYOND] += 1
+    return found, v
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _compare(op, a, b):
     if op == 0:
         return a == b
@@ -379,17 +397,7 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                         break
         else:
             if entering:
-                found = True
-                if kind == CONST:
-                    v = lev_arg[L]
-                elif kind == COPY:
-                    v = val[lev_arg[L]]
-                elif kind == FLOAT_OF_INT:
-                    found, v = _float_of_int(val[lev_arg[L]])
-                else:
-                    found, v = _int_of_float(val[lev_arg[L]])
-                    if not found and _beyond_int64(val[lev_arg[L]]):
-                        counters[C_BEYOND] += 1
+                found, v = _given(kind, lev_arg[L], val, counters)
                 for s in range(s0, s1 if found else s0):
                     a = slot_atom[s]
                     d = slot_depth[s]

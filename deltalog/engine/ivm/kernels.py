@@ -31,22 +31,16 @@ from numba import njit
 
 from deltalog.engine.columnar.kernels import (
     BOT,
-    C_BEYOND,
     C_EMITS,
     C_NEXTS,
     C_OPENS,
     C_SEEKS,
-    CONST,
-    COPY,
-    FLOAT_OF_INT,
     JOIN,
     TOP,
-    _beyond_int64,
     _compare,
-    _float_of_int,
     _gallop,
+    _given,
     _grown,
-    _int_of_float,
     _note,
     _past,
 )
@@ -258,17 +252,7 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                     v = target
                     break
         elif entering:
-            found = True
-            if kind == CONST:
-                v = lev_arg[L]
-            elif kind == COPY:
-                v = val[lev_arg[L]]
-            elif kind == FLOAT_OF_INT:
-                found, v = _float_of_int(val[lev_arg[L]])
-            else:
-                found, v = _int_of_float(val[lev_arg[L]])
-                if not found and _beyond_int64(val[lev_arg[L]]):
-                    counters[C_BEYOND] += 1
+            found, v = _given(kind, lev_arg[L], val, counters)
             if found and nd >= 0:
                 g = o_start[nd]
                 e = o_end[nd]
