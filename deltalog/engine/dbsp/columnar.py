@@ -1675,6 +1675,8 @@ class ColumnarStratum:
     # a linear binary closure's plan (``linear``; None: the generic steps, as for a state
     # saved before it)
     linear: Linear | None = None
+    # the touched facts, old births gathered and Δc entries of the last compiled loop
+    _linear_room = (0, 0, 0)
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
                  aggregates: StratumMaintainer | None = None,
@@ -2534,8 +2536,9 @@ class ColumnarStratum:
         n_ids0 = rel.n_ids
         st = np.zeros(linear.FIELDS, np.int64)
         st[linear.HASH_N] = index.n
-        tc.room(LINEAR_ROOM, LINEAR_ROOM)
-        tc.log_room(LINEAR_ROOM)
+        facts, births, logged = self._linear_room  # (the last commit's, to start with)
+        tc.room(max(LINEAR_ROOM, facts), max(LINEAR_ROOM, births))
+        tc.log_room(max(LINEAR_ROOM, logged))
         while True:
             code = linear.linear_loop(
                 st, c0k, c0w, q0, aj, ao, aw, parts[0], parts[1], parts[2], parts[3],
@@ -2549,8 +2552,10 @@ class ColumnarStratum:
             index.n = int(st[linear.HASH_N])
             if code == linear.DONE:
                 break
-            tc.room(int(st[linear.NEED_FACTS]) - tc.n, int(st[linear.NEED_BIRTHS]) - tc.g_n)
-            tc.log_room(int(st[linear.NEED_LOG]))
+            # (twice what this iteration needs: the next ones need more)
+            tc.room(2 * int(st[linear.NEED_FACTS]) - tc.n,
+                    2 * int(st[linear.NEED_BIRTHS]) - tc.g_n)
+            tc.log_room(2 * int(st[linear.NEED_LOG]))
             rel._room(int(st[linear.NEED_IDS]))
             index.reserve(int(st[linear.NEED_HASH]) - index.n)
         fresh = int(st[linear.M_NEW])
@@ -2560,6 +2565,7 @@ class ColumnarStratum:
             order = np.argsort(keys)
             rel.add_young(keys[order], ids[order])
         logged = int(st[linear.LOG_N])
+        self._linear_room = (tc.n, tc.g_n, logged)
         tc.log = [(tc.log_s[:logged], tc.log_t[:logged], tc.log_w[:logged])]
         self._counters["delta_queries"] += int(st[linear.QUERIES])
         self._counters["rows_gathered"] += int(st[linear.GATHERED])

@@ -15,7 +15,8 @@ each Δc[t] touches its facts (``kernels.touch``), ↑↑H decides them (``kerne
 nothing can change are skipped as ``ColumnarStratum._next_active`` does.
 
 A fact never seen gets the next id (in key order within an iteration, as
-``_Rel.add_young`` gives them) and goes into the relation's hash index at once; the
+``_Rel.add_young`` gives them, when Δc[t] is small enough to be sorted: ``_zset``) and
+goes into the relation's hash index at once; the
 caller adds the commit's new facts to the sorted parts after the call (a new fact is
 in no sorted part during the loop: the term of ΔE reads them from the touched facts).
 The caller owns every array: when one lacks room for an iteration, the call returns
@@ -163,8 +164,45 @@ def _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, pdepth, a_new, jp,
                     if epd[j] == 0:
                         out_k, out_w, c = _push(out_k, out_w, c,
                                                 _head(pother, epk[j] & _LOW, pfirst), w)
-    ck, cw = sum_by_key(out_k[:c], out_w[:c])
+    ck, cw = _zset(out_k, out_w, c)
     return ck, cw, seen, queries
+
+
+@njit(cache=True, nogil=True)
+def _zset(keys, w, n):
+    """The Z-set of the first n (key, weight) pairs: distinct keys, summed weights, no
+    zeros; a few sorted by key (``kernels.sum_by_key``), more in no particular order (a
+    hash table sums them: numba's sort of thousands of keys costs more than the rest of
+    an iteration, and the touched facts need no order)."""
+    if n <= 64:
+        return sum_by_key(keys[:n], w[:n])
+    bits = 4
+    while (1 << bits) < 2 * n:
+        bits += 1
+    mask = (1 << bits) - 1
+    tk = np.full(1 << bits, -1, np.int64)  # (keys are never negative)
+    tw = np.zeros(1 << bits, np.int64)
+    order = np.empty(n, np.int64)  # the table's slots in the order keys first came
+    m = 0
+    for i in range(n):
+        s = hash_slot(keys[i], bits)
+        while tk[s] >= 0 and tk[s] != keys[i]:
+            s = (s + 1) & mask
+        if tk[s] < 0:
+            tk[s] = keys[i]
+            order[m] = s
+            m += 1
+        tw[s] += w[i]
+    out_k = np.empty(m, np.int64)
+    out_w = np.empty(m, np.int64)
+    c = 0
+    for i in range(m):
+        s = order[i]
+        if tw[s] != 0:
+            out_k[c] = tk[s]
+            out_w[c] = tw[s]
+            c += 1
+    return out_k[:c], out_w[:c]
 
 
 @njit(cache=True, nogil=True)

@@ -172,3 +172,21 @@ def test_arrays_grow_in_the_middle_of_a_commit():
                 prog, {"e": chains}).relation("path"), change
     finally:
         columnar.LINEAR_ROOM = saved
+
+
+def test_a_change_reaching_many_facts_agrees_with_the_generic_steps():
+    """Two cliques of 12 nodes joined by an edge: Δc of an iteration past 64 keys (summed
+    through a hash table, in no order), the edge deleted again, and one of a clique."""
+    prog = load_program(TC)
+    cliques = {(a + o, b + o) for o in (0, 12) for a in range(12) for b in range(12) if a != b}
+    fused = IncrementalEngine(prog, {"e": cliques})
+    generic = IncrementalEngine(prog, {"e": cliques})
+    _stratum(generic).fused = False
+    for change in ({(0, 12): 1}, {(0, 12): -1}, {(0, 12): 1}, {(3, 4): -1, (5, 14): 1}):
+        cliques = {r for r in cliques | set(change) if change.get(r, 1) > 0}
+        assert fused.apply({"e": change}) == generic.apply({"e": change})
+        assert fused.last_stats.work["fused_commits"] == 1
+        for name in SAME_WORK:
+            assert fused.last_stats.work[name] == generic.last_stats.work[name], name
+        assert fused.relation("path") == generic.relation("path") == RecomputeEngine(
+            prog, {"e": cliques}).relation("path"), change
