@@ -159,9 +159,10 @@ PATCH_MAX = 4096
 # (whose searches of sorted prefixes share their bounds, and whose sort is faster).
 SMALL = 64
 # A linear binary closure's commit runs its inner loop compiled (``linear``) when its
-# inputs change by at most this many rows (a larger change takes the generic steps, whose
-# whole-array numpy passes cost little beside its work).
-FUSED_MAX = 4096
+# inputs change by at most this many rows: a larger change takes the generic steps,
+# whose whole-array numpy passes cost little beside its work (and beat the compiled
+# loop's row-at-a-time lookups when a change reaches 10^5 facts).
+FUSED_MAX = 16
 LINEAR_ROOM = 64  # the touched facts' arrays a compiled loop starts with (then grown)
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
@@ -2539,15 +2540,16 @@ class ColumnarStratum:
         facts, births, logged = self._linear_room  # (the last commit's, to start with)
         tc.room(max(LINEAR_ROOM, facts), max(LINEAR_ROOM, births))
         tc.log_room(max(LINEAR_ROOM, logged))
+        pend_k = pend_w = _E64
         while True:
-            code = linear.linear_loop(
+            code, pend_k, pend_w = linear.linear_loop(
                 st, c0k, c0w, q0, aj, ao, aw, parts[0], parts[1], parts[2], parts[3],
                 parts[4], parts[5], not e_first, plan.jp, plan.pfirst,
                 ek, eview.pkeys, eview.pdepth, index.tk, index.tv, index.bits, rel.depth,
                 rel.ndepth, rel.slot, rel.bstart, rel.blen, rel.pool_t, rel.pool_w, n_ids0,
                 rel.hist, len(rel.bhist) - 1, tc.ids, tc.keys, tc.old, tc.new, tc.decided,
                 tc.dr, tc.gstart, tc.glen, tc.gnext, tc.r_old, tc.g_t, tc.g_w, tc.log_s,
-                tc.log_t, tc.log_w, tc.last_s, tc.last_w)
+                tc.log_t, tc.log_w, tc.last_s, tc.last_w, pend_k, pend_w)
             tc.n, tc.g_n = int(st[linear.N]), int(st[linear.G_N])
             index.n = int(st[linear.HASH_N])
             if code == linear.DONE:

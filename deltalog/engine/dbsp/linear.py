@@ -54,7 +54,10 @@ HASH_N = 8  # keys in the hash index
 QUERIES = 9  # delta queries run (a term with a non-empty seed)
 GATHERED = 10  # rows looked at by the delta queries
 NEED_FACTS, NEED_BIRTHS, NEED_LOG, NEED_IDS, NEED_HASH = 11, 12, 13, 14, 15
-FIELDS = 16
+# Δc[st[T]] was computed by the call that returned ``ROOM`` (given back to this one), with
+# these rows looked at and queries run
+PENDING, PENDING_SEEN, PENDING_QUERIES = 16, 17, 18
+FIELDS = 19
 
 DONE = 0
 ROOM = 1
@@ -168,14 +171,63 @@ def _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, pdepth, a_new, jp,
     return ck, cw, seen, queries
 
 
+RADIX_MIN = 4096  # more pairs than this: sorted by a radix sort (``_radix_zset``)
+
+
+@njit(cache=True, nogil=True)
+def _radix_zset(keys, w, n):
+    """``_zset`` of many pairs, sorted by key: an LSD radix sort of 16-bit digits
+    (digits every key shares are skipped), then equal keys summed. Sorted facts are
+    touched in the order of their ids (the main part's ids are its keys' positions)."""
+    k, v = keys[:n].copy(), w[:n].copy()
+    k2, v2 = np.empty(n, np.int64), np.empty(n, np.int64)
+    count = np.empty(1 << 16, np.int64)
+    for shift in range(0, 64, 16):
+        count[:] = 0
+        for i in range(n):
+            count[(k[i] >> shift) & 0xFFFF] += 1
+        if count[(k[0] >> shift) & 0xFFFF] == n:
+            continue
+        total = 0
+        for d in range(1 << 16):
+            c = count[d]
+            count[d] = total
+            total += c
+        for i in range(n):
+            d = (k[i] >> shift) & 0xFFFF
+            k2[count[d]] = k[i]
+            v2[count[d]] = v[i]
+            count[d] += 1
+        k, k2 = k2, k
+        v, v2 = v2, v
+    m = 0
+    for i in range(n):
+        if m > 0 and k[m - 1] == k[i]:
+            v[m - 1] += v[i]
+        else:
+            k[m] = k[i]
+            v[m] = v[i]
+            m += 1
+    c = 0
+    for i in range(m):
+        if v[i] != 0:
+            k[c] = k[i]
+            v[c] = v[i]
+            c += 1
+    return k[:c], v[:c]
+
+
 @njit(cache=True, nogil=True)
 def _zset(keys, w, n):
     """The Z-set of the first n (key, weight) pairs: distinct keys, summed weights, no
     zeros; a few sorted by key (``kernels.sum_by_key``), more in no particular order (a
     hash table sums them: numba's sort of thousands of keys costs more than the rest of
-    an iteration, and the touched facts need no order)."""
+    an iteration, and the touched facts need no order), many sorted again (a radix
+    sort: in key order, the by-id arrays are read nearly in order)."""
     if n <= 64:
         return sum_by_key(keys[:n], w[:n])
+    if n > RADIX_MIN:
+        return _radix_zset(keys, w, n)
     bits = 4
     while (1 << bits) < 2 * n:
         bits += 1
@@ -224,9 +276,11 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
                 pfirst, ek, epk, epd, tk, tv, bits, depth, ndepth, slot, bstart, blen,
                 pool_t, pool_w, n_ids0, hist, max_birth_old, t_ids, t_keys, t_old, t_new,
                 t_dec, t_dr, t_gstart, t_glen, t_gnext, t_rold, g_t, g_w, log_s, log_t,
-                log_w, last_s, last_w):
+                log_w, last_s, last_w, pend_k, pend_w):
     """Run the inner loop from iteration st[T] until it is done (``DONE``) or an array
-    lacks room for the next iteration (``ROOM``: st[NEED_*] the sizes needed).
+    lacks room for the next iteration (``ROOM``: st[NEED_*] the sizes needed, and Δc of
+    that iteration returned, to be given back as ``pend_k``, ``pend_w``). Returns the
+    code and Δc (keys, counts; empty when done).
 
     ``c0k``, ``c0w``: Δc[0] (sorted distinct keys, counts; ``q0`` the base rule's delta
     queries). ``aj``, ``ao``, ``aw``: ΔE by join code (sorted), other column, weight.
@@ -245,7 +299,10 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
     mask = tk.shape[0] - 1
     while True:
         t = st[T]
-        if t == 0:
+        if st[PENDING]:
+            ck, cw, seen, queries = pend_k, pend_w, st[PENDING_SEEN], st[PENDING_QUERIES]
+            st[PENDING] = 0
+        elif t == 0:
             ck, cw, seen, queries = c0k, c0w, 0, q0
         else:
             ck, cw, seen, queries = _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2,
@@ -275,7 +332,8 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
             st[NEED_LOG] = log_n + m
             st[NEED_IDS] = n_ids0 + m_new + fresh
             st[NEED_HASH] = h_n + fresh
-            return ROOM
+            st[PENDING], st[PENDING_SEEN], st[PENDING_QUERIES] = 1, seen, queries
+            return ROOM, ck, cw
         st[RAN] += 1
         st[QUERIES] += queries
         st[GATHERED] += seen
@@ -320,7 +378,7 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
         st[LAST_N] = k
         size_t = (hist[t] if t < hist.shape[0] else 0) + came - went
         if t + 1 > max_birth_old and not size_t:
-            return DONE
+            return DONE, pend_k[:0], pend_w[:0]
         t += 1
         if not k:  # o[t-1] = o[t-2]: maybe nothing changes at t
             best = next_event(t, n, t_old, t_dec, t_gstart, t_glen, t_gnext, g_t)
@@ -333,7 +391,7 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
                     best = min(best, dep[at] + 1)
             if best == NONE:
                 st[T] = t
-                return DONE
+                return DONE, pend_k[:0], pend_w[:0]
             st[SKIPPED] += best - t
             t = best
         st[T] = t
@@ -352,4 +410,4 @@ def warm() -> None:
                 np.full(4, -1, np.int64), i64.copy(), i64.copy(), i32.copy(), i64.copy(), 0,
                 e64, -1, i64.copy(), i64.copy(), i32.copy(), i32.copy(), dec, i64.copy(),
                 i64.copy(), i64.copy(), i64.copy(), i64.copy(), i32.copy(), i64.copy(),
-                i64.copy(), i32.copy(), i64.copy(), i64.copy(), i64.copy())
+                i64.copy(), i32.copy(), i64.copy(), i64.copy(), i64.copy(), e64, e64)

@@ -7,12 +7,13 @@ same stratum taking the generic steps (answers and work alike) and a recompute, 
 state round trips; the loop is taken (a work counter); shapes it does not take; the
 arrays it writes grown in the middle of a commit."""
 
+import numpy as np
 from hypothesis import note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from deltalog.engine.analysis.analyze import load_program
-from deltalog.engine.dbsp import columnar
+from deltalog.engine.dbsp import columnar, linear
 from deltalog.engine.dbsp.columnar import ColumnarStratum, Linear
 from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 from deltalog.engine.segments import MemorySegments
@@ -190,3 +191,21 @@ def test_a_change_reaching_many_facts_agrees_with_the_generic_steps():
             assert fused.last_stats.work[name] == generic.last_stats.work[name], name
         assert fused.relation("path") == generic.relation("path") == RecomputeEngine(
             prog, {"e": cliques}).relation("path"), change
+
+
+def test_delta_c_sums_alike_however_many_pairs():
+    """Δc's pairs summed by key: a few sorted, more through a hash table, many by a radix
+    sort (keys of 62 bits: every digit)."""
+    rng = np.random.default_rng(7)
+    for n in (5, 64, 65, 1000, linear.RADIX_MIN + 1, 20_000):
+        keys = rng.integers(0, 1 << 62, n // 3 + 1, dtype=np.int64)[rng.integers(0, n // 3 + 1, n)]
+        w = rng.choice(np.array([-1, 1, 2], np.int64), n)
+        want: dict[int, int] = {}
+        for k, x in zip(keys.tolist(), w.tolist(), strict=True):
+            want[k] = want.get(k, 0) + x
+        k, x = linear._zset(np.concatenate([keys, keys[:3]]), np.concatenate([w, w[:3]]), n)
+        assert dict(zip(k.tolist(), x.tolist(), strict=True)) == {
+            a: b for a, b in want.items() if b}
+        assert len(k) == len(set(k.tolist()))
+        if n <= 64 or n > linear.RADIX_MIN:
+            assert (np.diff(k) > 0).all()
