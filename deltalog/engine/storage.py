@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sortedcontainers import SortedList
 
+from deltalog.engine import pages
 from deltalog.engine.segments import PAGED_MIN, Paged, PagedRows
 from deltalog.engine.sentinels import BOTTOM
 from deltalog.engine.values import Row
@@ -116,10 +117,8 @@ class CodedRows:
             ok = (at < len(keys)) & (found >= 0)
             hit[ok] = keys[at[ok]] == found[ok]
             return hit
-        block = np.searchsorted(fences, found, side="right") - 1
-        ok = (block >= 0) & (found >= 0)
-        at = block[ok, None] * self.step + np.arange(self.step)
-        hit[ok] = (keys[np.minimum(at, len(keys) - 1)] == found[ok, None]).any(axis=1)
+        pages.warm()
+        pages.page_find(keys, fences, self.step, np.ascontiguousarray(found), hit)
         return hit
 
     def contains_all(self, rows: Sequence[Row]) -> "NDArray[np.bool_]":

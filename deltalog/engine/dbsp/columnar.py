@@ -63,7 +63,11 @@ facts of depth t-1 agreeing with it (their old depths, looked up once per commit
 the commit is done, however deep the old facts go. The loops that walk touched facts one
 at a time (hash probes, births gathered and merged, ↑↑H decisions, a view's ranges
 checked by depth) are compiled with numba (``deltalog.engine.dbsp.kernels``); the rest
-is whole-array numpy.
+is whole-array numpy. A linear binary closure (``Linear``: one rule copying an input,
+one joining the relation with an input on one variable) whose inputs change by a few
+rows (``FUSED_MAX``) runs its whole inner loop in one compiled call instead
+(``deltalog.engine.dbsp.linear``): the same iterations, facts, ids and counters, without
+the tens of numpy calls per iteration that a change of one edge otherwise costs.
 
 A non-recursive stratum (whose functional heads, if any, have a key of one column) has
 every fact at depth 0 with one derivation count, which a commit's Δc[0] changes: it
@@ -101,7 +105,7 @@ from deltalog.engine.columnar.encoding import (
 from deltalog.engine.columnar.evaluate import encode_table, rule_strings
 from deltalog.engine.columnar.rows import Relation
 from deltalog.engine.columnar.rules import CompiledRule
-from deltalog.engine.dbsp import kernels
+from deltalog.engine.dbsp import kernels, linear
 from deltalog.engine.dbsp.stratum import (
     NegatedAtom,
     negated_atoms,
@@ -158,6 +162,12 @@ PATCH_MAX = 4096
 # and so is summing a Z-set of at most four times as many pairs; larger ones use numpy
 # (whose searches of sorted prefixes share their bounds, and whose sort is faster).
 SMALL = 64
+# A linear binary closure's commit runs its inner loop compiled (``linear``) when its
+# inputs change by at most this many rows: a larger change takes the generic steps,
+# whose whole-array numpy passes cost little beside its work (and beat the compiled
+# loop's row-at-a-time lookups when a change reaches 10^5 facts).
+FUSED_MAX = 16
+LINEAR_ROOM = 64  # the touched facts' arrays a compiled loop starts with (then grown)
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 _MIN = np.int64(-(2**63))
@@ -782,6 +792,17 @@ class _Hash:
         kernels.hash_insert(self.tk, self.tv, self.bits, np.ascontiguousarray(keys),
                             np.ascontiguousarray(ids, dtype=np.int64))
 
+    def reserve(self, n: int) -> None:
+        """Room for n more keys (at most half full with them): rebuilt larger when not."""
+        if 2 * (self.n + n) > len(self.tk):
+            held = self.tk >= 0
+            keys, ids = self.tk[held], self.tv[held]
+            self.bits = max(10, int(2 * (len(keys) + n) + 1).bit_length())
+            self.n = 0
+            self.tk = np.full(1 << self.bits, -1, np.int64)
+            self.tv = np.zeros(1 << self.bits, np.int64)
+            self.insert(keys, ids)
+
     def get(self, keys: I64) -> I64:
         """The ids of ``keys`` (-1: not there)."""
         out = np.empty(len(keys), np.int64)
@@ -1311,12 +1332,17 @@ class _Rel:
         self.bstart, self.blen = _sized(bstart, cap, 0), _sized(blen, cap, 0)
         self._index_keys()
 
-    def add_young(self, new: I64) -> I64:
-        """Ids for facts never seen (sorted keys), as tombstones of the nursery."""
-        ids = np.arange(self.n_ids, self.n_ids + len(new), dtype=np.int64)
+    def add_young(self, new: I64, given: I64 | None = None) -> I64:
+        """Ids for facts never seen (sorted keys), as tombstones of the nursery. ``given``:
+        their ids, the next ones (in any order), already in the hash index (a compiled
+        loop gave them: ``linear.linear_loop``)."""
+        if given is None:
+            ids = np.arange(self.n_ids, self.n_ids + len(new), dtype=np.int64)
+        else:
+            ids = given
         self.n_ids += len(new)
         self._room(self.n_ids)
-        if self.index is not None:
+        if self.index is not None and given is None:
             self.index.insert(new, ids)
         self.nkeys, self.nid = kernels.merge_ids(self.nkeys, self.nid, new, ids)
         for layout, alt in self.alts.items():
@@ -1566,6 +1592,14 @@ class _Touched:
         self.g_n = 0
         self.g_t, self.g_w = _E32, _E64
         self.log: list[tuple[I64, I32, I64]] = []
+        # (``linear.linear_loop``) Δδo[t-1] by slot, and the log of Δc as arrays
+        self.last_s, self.last_w = _E64, _E64
+        self.log_s, self.log_t, self.log_w = _E64, _E32, _E64
+
+    def log_room(self, entries: int) -> None:
+        """(``linear.linear_loop``) Room for ``entries`` in the log arrays."""
+        self.log_s, self.log_t = _with_room(self.log_s, entries), _with_room(self.log_t, entries)
+        self.log_w = _with_room(self.log_w, entries)
 
     def room(self, facts: int, births: int) -> None:
         n, g = self.n + facts, self.g_n + births
@@ -1577,7 +1611,59 @@ class _Touched:
         self.decided = _with_room(self.decided, n)
         self.gstart, self.glen = _with_room(self.gstart, n), _with_room(self.glen, n)
         self.gnext = _with_room(self.gnext, n)
+        self.last_s, self.last_w = _with_room(self.last_s, n), _with_room(self.last_w, n)
         self.g_t, self.g_w = _with_room(self.g_t, g), _with_room(self.g_w, g)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A linear binary closure (``linear``): P's one rule copying input ``base`` (its
+    columns swapped: ``base_swap``) and its one recursive rule joining P (atom
+    ``p_atom``, join column ``jp``) with input ``edge`` (join column ``je``) on one
+    variable, whose head's first column is P's other variable (``pfirst``) or E's."""
+
+    pred: str
+    base: str
+    base_swap: bool
+    edge: str
+    p_atom: int
+    jp: int
+    je: int
+    pfirst: bool
+
+
+def _linear(prog: AnalyzedProgram, base: Sequence[_CRule], recursive: Sequence[_CRule],
+            own: frozenset[str]) -> Linear | None:
+    """The stratum's plan as a linear binary closure, None when it is not one."""
+    if len(own) != 1 or len(base) != 1 or len(recursive) != 1:
+        return None
+    (pred,) = own
+    schema = prog.schemas[pred]
+    if schema.arity != 2 or schema.functional:
+        return None
+    b, r = base[0], recursive[0]
+    for rule in (b, r):
+        if rule.negs or rule.constraints or rule.casts or not all(
+                isinstance(h, str) for h in rule.head):
+            return None
+        if any(len(a.vars) != 2 or len(set(a.vars)) != 2 for a in rule.atoms):
+            return None
+    if len(b.atoms) != 1 or set(b.head) != set(b.atoms[0].vars) or len(set(b.head)) != 2:
+        return None
+    if len(r.atoms) != 2 or len(r.own_atoms) != 1:
+        return None
+    j = r.own_atoms[0]
+    p_atom, e_atom = r.atoms[j], r.atoms[1 - j]
+    shared = set(p_atom.vars) & set(e_atom.vars)
+    if len(shared) != 1:
+        return None
+    (y,) = shared
+    pother = next(v for v in p_atom.vars if v != y)
+    eother = next(v for v in e_atom.vars if v != y)
+    if set(r.head) != {pother, eother} or len(set(r.head)) != 2:
+        return None
+    return Linear(pred, b.atoms[0].pred, b.head[0] != b.atoms[0].vars[0], e_atom.pred, j,
+                  p_atom.vars.index(y), e_atom.vars.index(y), r.head[0] == pother)
 
 
 class ColumnarStratum:
@@ -1589,6 +1675,13 @@ class ColumnarStratum:
     _views: "dict[tuple[str, Layout, bool], _View] | None" = None
     # (tests) the first round of every rule by delta queries, never the columnar core
     direct_first_round = False
+    # (tests) False: a linear binary closure's commits by the generic steps too
+    fused = True
+    # a linear binary closure's plan (``linear``; None: the generic steps, as for a state
+    # saved before it)
+    linear: Linear | None = None
+    # the touched facts, old births gathered and Δc entries of the last compiled loop
+    _linear_room = (0, 0, 0)
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
                  aggregates: StratumMaintainer | None = None,
@@ -1659,6 +1752,10 @@ class ColumnarStratum:
         self._input_delta: dict[str, tuple[I64, I64]] = {}
         self._term_depths: dict[tuple[int, int, int], I32] = {}  # (``_depths_of``)
         self._counters: dict[str, int] = {}
+        if self.rels and not self.negations and self.aggregates is None:
+            self.linear = _linear(prog, self.base_rules, self.recursive_rules, self.own)
+            if self.linear is not None:
+                linear.warm()
 
     # -- encoding -------------------------------------------------------------------------
     def _neg_key(self, name: str, key: Row) -> Row | None:
@@ -2360,6 +2457,9 @@ class ColumnarStratum:
                 self._set_delta(name, change)
         if self.counted:
             return self._apply_counted()
+        if self.linear is not None and self.fused and sum(
+                len(d[0]) for d in self._input_delta.values()) <= FUSED_MAX:
+            return self._apply_linear(self.linear)
         self._touched = {p: _Touched() for p in self.rels}
         self._term_depths = {}
         max_birth_old = max((len(r.bhist) - 1 for r in self.rels.values()), default=-1)
@@ -2403,6 +2503,82 @@ class ColumnarStratum:
         touched = sum(tc.n for tc in self._touched.values())
         self.work = self._work(ran, touched)
         self.work["iterations_skipped"] = skipped
+        self._touched, self._term_depths = {}, {}
+        self._commit_inputs()
+        return out
+
+    def _apply_linear(self, plan: Linear) -> dict[str, Delta]:
+        """A commit of a linear binary closure: the inner loop in one compiled call
+        (``linear.linear_loop``), called again when an array it writes needs room; then
+        the facts it saw first join the sorted parts, and the commit ends as any other."""
+        rel = self.rels[plan.pred]
+        assert rel.index is not None
+        tc = _Touched()
+        self._touched, self._term_depths = {plan.pred: tc}, {}
+        c0k, c0w, q0 = _E64, _E64, 0
+        if plan.base in self._input_delta:  # Δc[0]: the base rule's change
+            c0k, c0w = self._input_delta[plan.base]
+            q0 = 1
+            if plan.base_swap:
+                c0k = _swap(c0k)
+                order = np.argsort(c0k)
+                c0k, c0w = c0k[order], c0w[order]
+        aj = ao = aw = _E64
+        if plan.edge in self._input_delta:  # ΔE by join code
+            k, w = self._input_delta[plan.edge]
+            aj, ao = (k >> 32, k & LOW) if plan.je == 0 else (k & LOW, k >> 32)
+            order = np.argsort(aj, kind="stable")
+            aj, ao, aw = aj[order], ao[order], w[order]
+        if plan.jp == 0:
+            parts = [rel.keys, _E64 if rel.kid is None else rel.kid, rel.ykeys, rel.yid,
+                     rel.nkeys, rel.nid]
+        else:
+            parts = rel.alt(SWAPPED)[:]
+        e_first = plan.p_atom == 1
+        eview = self._input_view(plan.edge, natural(2) if plan.je == 0 else SWAPPED, e_first)
+        ek = eview.parts[0][0]
+        index = rel.index
+        n_ids0 = rel.n_ids
+        st = np.zeros(linear.FIELDS, np.int64)
+        st[linear.HASH_N] = index.n
+        facts, births, logged = self._linear_room  # (the last commit's, to start with)
+        tc.room(max(LINEAR_ROOM, facts), max(LINEAR_ROOM, births))
+        tc.log_room(max(LINEAR_ROOM, logged))
+        pend_k = pend_w = _E64
+        while True:
+            code, pend_k, pend_w = linear.linear_loop(
+                st, c0k, c0w, q0, aj, ao, aw, parts[0], parts[1], parts[2], parts[3],
+                parts[4], parts[5], not e_first, plan.jp, plan.pfirst,
+                ek, eview.pkeys, eview.pdepth, index.tk, index.tv, index.bits, rel.depth,
+                rel.ndepth, rel.slot, rel.bstart, rel.blen, rel.pool_t, rel.pool_w, n_ids0,
+                rel.hist, len(rel.bhist) - 1, tc.ids, tc.keys, tc.old, tc.new, tc.decided,
+                tc.dr, tc.gstart, tc.glen, tc.gnext, tc.r_old, tc.g_t, tc.g_w, tc.log_s,
+                tc.log_t, tc.log_w, tc.last_s, tc.last_w, pend_k, pend_w)
+            tc.n, tc.g_n = int(st[linear.N]), int(st[linear.G_N])
+            index.n = int(st[linear.HASH_N])
+            if code == linear.DONE:
+                break
+            # (twice what this iteration needs: the next ones need more)
+            tc.room(2 * int(st[linear.NEED_FACTS]) - tc.n,
+                    2 * int(st[linear.NEED_BIRTHS]) - tc.g_n)
+            tc.log_room(2 * int(st[linear.NEED_LOG]))
+            rel._room(int(st[linear.NEED_IDS]))
+            index.reserve(int(st[linear.NEED_HASH]) - index.n)
+        fresh = int(st[linear.M_NEW])
+        if fresh:  # the facts first seen join the nursery (their ids given, indexed)
+            ids = np.arange(n_ids0, n_ids0 + fresh, dtype=np.int64)
+            keys = tc.keys[rel.slot[ids]]
+            order = np.argsort(keys)
+            rel.add_young(keys[order], ids[order])
+        logged = int(st[linear.LOG_N])
+        self._linear_room = (tc.n, tc.g_n, logged)
+        tc.log = [(tc.log_s[:logged], tc.log_t[:logged], tc.log_w[:logged])]
+        self._counters["delta_queries"] += int(st[linear.QUERIES])
+        self._counters["rows_gathered"] += int(st[linear.GATHERED])
+        out = self._finish()
+        self.work = self._work(int(st[linear.RAN]), tc.n)
+        self.work["iterations_skipped"] = int(st[linear.SKIPPED])
+        self.work["fused_commits"] = 1
         self._touched, self._term_depths = {}, {}
         self._commit_inputs()
         return out

@@ -12,6 +12,8 @@ and their gathered old births: gstart, glen, gnext into g_t, g_w).
 import numpy as np
 from numba import njit
 
+from deltalog.engine import pages
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 NONE = np.int32(2**31 - 1)
 
@@ -445,6 +447,7 @@ def warm() -> None:
         for depth in (i32, i32[:0]):
             view_expand(i64, i64, ids, i64[:0], i64[:0], i64[:0], i64[:0], depth, 0, 0,
                         i64[:0], i32[:0])
+    pages.warm()  # (the store's lookups of the rows this kernel gives it)
     _warm = True
 
 

@@ -1,0 +1,413 @@
+"""The inner loop of a linear binary closure in one compiled call (``columnar.Linear``:
+a stratum of one binary relation P defined by one rule copying an input, P(a, b) :-
+B(a, b), and one linear rule joining P with an input E on one variable, P(x, z) :-
+P(x, y), E(y, z) or any order of atoms and columns of that shape). A commit of the
+columnar kernel runs tens of numpy calls per inner iteration (delta queries, first
+touches, ↑↑H, Δδo); here the whole loop of ``ColumnarStratum._apply`` runs in one call,
+on the same arrays and with the same arithmetic:
+
+    Δc[0] = the base rule's change (given);
+    Δc[t] = ΔE ⋈ δo[t-1] (P's version: new when P's atom comes first)
+          + Δδo[t-1] ⋈ E (E's version: new when E's atom comes first), t ≥ 1;
+
+each Δc[t] touches its facts (``kernels.touch``), ↑↑H decides them (``kernels.decide``),
+Δδo[t] is the touched facts whose membership at depth t changed, and iterations where
+nothing can change are skipped as ``ColumnarStratum._next_active`` does.
+
+A fact never seen gets the next id (in key order within an iteration, as
+``_Rel.add_young`` gives them, when Δc[t] is small enough to be sorted: ``_zset``) and
+goes into the relation's hash index at once; the
+caller adds the commit's new facts to the sorted parts after the call (a new fact is
+in no sorted part during the loop: the term of ΔE reads them from the touched facts).
+The caller owns every array: when one lacks room for an iteration, the call returns
+``ROOM`` with the sizes needed in ``st`` before it changes anything of that iteration,
+and is called again (with the arrays grown) to go on from there.
+
+``st`` (int64) holds the loop's state between calls; its fields are named below.
+"""
+
+import numpy as np
+from numba import njit
+
+from deltalog.engine.dbsp.kernels import (
+    NONE,
+    _lower,
+    decide,
+    hash_probe,
+    hash_slot,
+    next_event,
+    sum_by_key,
+    touch,
+    view_depths,
+)
+
+# fields of ``st``
+T = 0  # the iteration to run next
+RAN = 1  # iterations run
+SKIPPED = 2  # iterations skipped
+N = 3  # touched facts (slots)
+G_N = 4  # old births gathered
+LOG_N = 5  # Δc entries logged (slot, t, count)
+M_NEW = 6  # facts never seen, given ids from n_ids0 on
+LAST_N = 7  # Δδo[t-1]: entries in last_s, last_w
+HASH_N = 8  # keys in the hash index
+QUERIES = 9  # delta queries run (a term with a non-empty seed)
+GATHERED = 10  # rows looked at by the delta queries
+NEED_FACTS, NEED_BIRTHS, NEED_LOG, NEED_IDS, NEED_HASH = 11, 12, 13, 14, 15
+# Δc[st[T]] was computed by the call that returned ``ROOM`` (given back to this one), with
+# these rows looked at and queries run
+PENDING, PENDING_SEEN, PENDING_QUERIES = 16, 17, 18
+FIELDS = 19
+
+DONE = 0
+ROOM = 1
+
+_LOW = 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _push(out_k, out_w, c, k, w):
+    if c == out_k.shape[0]:
+        bigger_k = np.empty(2 * c + 16, np.int64)
+        bigger_w = np.empty(2 * c + 16, np.int64)
+        bigger_k[:c] = out_k[:c]
+        bigger_w[:c] = out_w[:c]
+        out_k, out_w = bigger_k, bigger_w
+    out_k[c] = k
+    out_w[c] = w
+    return out_k, out_w, c + 1
+
+
+@njit(cache=True, nogil=True)
+def _head(pother, eother, pfirst):
+    if pfirst:
+        return (pother << 32) | eother
+    return (eother << 32) | pother
+
+
+@njit(cache=True, nogil=True)
+def _split(key, jp):
+    """(join code, other code) of a natural key of P whose join column is ``jp``."""
+    if jp == 0:
+        return key >> 32, key & _LOW
+    return key & _LOW, key >> 32
+
+
+@njit(cache=True, nogil=True)
+def _part_rows(keys, ids, depth, d, y, eother, w, pfirst, out_k, out_w, c):
+    """Rows of a sorted part of P (join code high) with join code y and depth d: the
+    head (P's other column, ``eother``) with weight w. Returns (out_k, out_w, c, seen)."""
+    a = _lower(keys, y << 32)
+    b = _lower(keys, (y + 1) << 32)
+    by_id = ids.shape[0] > 0
+    for j in range(a, b):
+        f = ids[j] if by_id else j
+        if depth[f] == d:
+            out_k, out_w, c = _push(out_k, out_w, c, _head(keys[j] & _LOW, eother, pfirst),
+                                    w, )
+    return out_k, out_w, c, b - a
+
+
+@njit(cache=True, nogil=True)
+def _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, pdepth, a_new, jp, pfirst,
+             ek, epk, epd, ndepth, slot, n_ids0, t_keys, last_s, last_w):
+    """Δc[t] (t ≥ 1) as distinct sorted keys and counts; the rows looked at and the
+    queries run."""
+    out_k = np.empty(64, np.int64)
+    out_w = np.empty(64, np.int64)
+    c = 0
+    seen = 0
+    queries = 0
+    d = t - 1
+    if aj.shape[0]:  # ΔE ⋈ δo[t-1]
+        queries += 1
+        for i in range(aj.shape[0]):
+            y = aj[i]
+            out_k, out_w, c, s = _part_rows(pk0, pi0, pdepth, d, y, ao[i], aw[i], pfirst,
+                                            out_k, out_w, c)
+            seen += s
+            out_k, out_w, c, s = _part_rows(pk1, pi1, pdepth, d, y, ao[i], aw[i], pfirst,
+                                            out_k, out_w, c)
+            seen += s
+            out_k, out_w, c, s = _part_rows(pk2, pi2, pdepth, d, y, ao[i], aw[i], pfirst,
+                                            out_k, out_w, c)
+            seen += s
+        # the facts first seen in this commit (in no sorted part yet; none is in the old
+        # version, but the generic steps look at them too)
+        for f in range(n_ids0, n_ids0 + st[M_NEW]):
+            y, pother = _split(t_keys[slot[f]], jp)
+            i = _lower(aj, y)
+            while i < aj.shape[0] and aj[i] == y:
+                seen += 1
+                if a_new and ndepth[f] == d:
+                    out_k, out_w, c = _push(out_k, out_w, c, _head(pother, ao[i], pfirst),
+                                            aw[i])
+                i += 1
+    if st[LAST_N]:  # Δδo[t-1] ⋈ E
+        queries += 1
+        shadow = epk.shape[0] > 0
+        for q in range(st[LAST_N]):
+            y, pother = _split(t_keys[last_s[q]], jp)
+            w = last_w[q]
+            a = _lower(ek, y << 32)
+            b = _lower(ek, (y + 1) << 32)
+            seen += b - a
+            for j in range(a, b):
+                if shadow:  # the patch holds this key: its entry decides
+                    p = _lower(epk, ek[j])
+                    if p < epk.shape[0] and epk[p] == ek[j]:
+                        continue
+                out_k, out_w, c = _push(out_k, out_w, c, _head(pother, ek[j] & _LOW, pfirst),
+                                        w)
+            if shadow:
+                a = _lower(epk, y << 32)
+                b = _lower(epk, (y + 1) << 32)
+                seen += b - a
+                for j in range(a, b):
+                    if epd[j] == 0:
+                        out_k, out_w, c = _push(out_k, out_w, c,
+                                                _head(pother, epk[j] & _LOW, pfirst), w)
+    ck, cw = _zset(out_k, out_w, c)
+    return ck, cw, seen, queries
+
+
+RADIX_MIN = 4096  # more pairs than this: sorted by a radix sort (``_radix_zset``)
+
+
+@njit(cache=True, nogil=True)
+def _radix_zset(keys, w, n):
+    """``_zset`` of many pairs, sorted by key: an LSD radix sort of 16-bit digits
+    (digits every key shares are skipped), then equal keys summed. Sorted facts are
+    touched in the order of their ids (the main part's ids are its keys' positions)."""
+    k, v = keys[:n].copy(), w[:n].copy()
+    k2, v2 = np.empty(n, np.int64), np.empty(n, np.int64)
+    count = np.empty(1 << 16, np.int64)
+    for shift in range(0, 64, 16):
+        count[:] = 0
+        for i in range(n):
+            count[(k[i] >> shift) & 0xFFFF] += 1
+        if count[(k[0] >> shift) & 0xFFFF] == n:
+            continue
+        total = 0
+        for d in range(1 << 16):
+            c = count[d]
+            count[d] = total
+            total += c
+        for i in range(n):
+            d = (k[i] >> shift) & 0xFFFF
+            k2[count[d]] = k[i]
+            v2[count[d]] = v[i]
+            count[d] += 1
+        k, k2 = k2, k
+        v, v2 = v2, v
+    m = 0
+    for i in range(n):
+        if m > 0 and k[m - 1] == k[i]:
+            v[m - 1] += v[i]
+        else:
+            k[m] = k[i]
+            v[m] = v[i]
+            m += 1
+    c = 0
+    for i in range(m):
+        if v[i] != 0:
+            k[c] = k[i]
+            v[c] = v[i]
+            c += 1
+    return k[:c], v[:c]
+
+
+@njit(cache=True, nogil=True)
+def _zset(keys, w, n):
+    """The Z-set of the first n (key, weight) pairs: distinct keys, summed weights, no
+    zeros; a few sorted by key (``kernels.sum_by_key``), more in no particular order (a
+    hash table sums them: numba's sort of thousands of keys costs more than the rest of
+    an iteration, and the touched facts need no order), many sorted again (a radix
+    sort: in key order, the by-id arrays are read nearly in order)."""
+    if n <= 64:
+        return sum_by_key(keys[:n], w[:n])
+    if n > RADIX_MIN:
+        return _radix_zset(keys, w, n)
+    bits = 4
+    while (1 << bits) < 2 * n:
+        bits += 1
+    mask = (1 << bits) - 1
+    tk = np.full(1 << bits, -1, np.int64)  # (keys are never negative)
+    tw = np.zeros(1 << bits, np.int64)
+    order = np.empty(n, np.int64)  # the table's slots in the order keys first came
+    m = 0
+    for i in range(n):
+        s = hash_slot(keys[i], bits)
+        while tk[s] >= 0 and tk[s] != keys[i]:
+            s = (s + 1) & mask
+        if tk[s] < 0:
+            tk[s] = keys[i]
+            order[m] = s
+            m += 1
+        tw[s] += w[i]
+    out_k = np.empty(m, np.int64)
+    out_w = np.empty(m, np.int64)
+    c = 0
+    for i in range(m):
+        s = order[i]
+        if tw[s] != 0:
+            out_k[c] = tk[s]
+            out_w[c] = tw[s]
+            c += 1
+    return out_k[:c], out_w[:c]
+
+
+@njit(cache=True, nogil=True)
+def _old_depths(aj, pk0, pi0, pk1, pi1, pk2, pi2, depth):
+    """The distinct old depths (sorted) of P's facts whose join code is one of ΔE's
+    (``ColumnarStratum._depths_of``)."""
+    first = np.unique(aj)
+    got = np.sort(view_depths(first, pk0, pi0, pk1, pi1, pk2, pi2, depth))
+    m = 0
+    for i in range(got.shape[0]):
+        if m == 0 or got[i] != got[m - 1]:
+            got[m] = got[i]
+            m += 1
+    return got[:m]
+
+
+@njit(cache=True, nogil=True)
+def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_new, jp,
+                pfirst, ek, epk, epd, tk, tv, bits, depth, ndepth, slot, bstart, blen,
+                pool_t, pool_w, n_ids0, hist, max_birth_old, t_ids, t_keys, t_old, t_new,
+                t_dec, t_dr, t_gstart, t_glen, t_gnext, t_rold, g_t, g_w, log_s, log_t,
+                log_w, last_s, last_w, pend_k, pend_w):
+    """Run the inner loop from iteration st[T] until it is done (``DONE``) or an array
+    lacks room for the next iteration (``ROOM``: st[NEED_*] the sizes needed, and Δc of
+    that iteration returned, to be given back as ``pend_k``, ``pend_w``). Returns the
+    code and Δc (keys, counts; empty when done).
+
+    ``c0k``, ``c0w``: Δc[0] (sorted distinct keys, counts; ``q0`` the base rule's delta
+    queries). ``aj``, ``ao``, ``aw``: ΔE by join code (sorted), other column, weight.
+    ``pk*``/``pi*``: P's three sorted parts with join code high, with ids (empty: the
+    positions); ``a_new``: ΔE's term reads P's new version. ``jp``: P's join column;
+    ``pfirst``: the head's first column is P's other one. ``ek``, ``epk``, ``epd``: E's
+    view for the term of Δδo (keys with join code high, the patch). ``tk``, ``tv``,
+    ``bits``: P's hash index; then P's by-id arrays, ``hist`` and the deepest old birth;
+    then the touched facts' arrays (``columnar._Touched``), the log of Δc and Δδo[t-1]."""
+    cap_facts = min(t_ids.shape[0], t_keys.shape[0], last_s.shape[0], last_w.shape[0])
+    cap_ids = min(depth.shape[0], ndepth.shape[0], slot.shape[0], bstart.shape[0],
+                  blen.shape[0])
+    pdepth = ndepth if a_new else depth
+    dep = np.empty(0, np.int32)
+    have_dep = False
+    mask = tk.shape[0] - 1
+    while True:
+        t = st[T]
+        if st[PENDING]:
+            ck, cw, seen, queries = pend_k, pend_w, st[PENDING_SEEN], st[PENDING_QUERIES]
+            st[PENDING] = 0
+        elif t == 0:
+            ck, cw, seen, queries = c0k, c0w, 0, q0
+        else:
+            ck, cw, seen, queries = _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2,
+                                             pdepth, a_new, jp, pfirst, ek, epk, epd, ndepth,
+                                             slot, n_ids0, t_keys, last_s, last_w)
+        # room for this iteration (nothing changed yet)
+        m = ck.shape[0]
+        ids = np.empty(m, np.int64)
+        fresh = 0
+        facts = 0
+        births = 0
+        for i in range(m):
+            f = hash_probe(tk, tv, bits, ck[i])
+            ids[i] = f
+            if f < 0:
+                fresh += 1
+                facts += 1
+            elif slot[f] < 0:
+                facts += 1
+                births += blen[f]
+        n, g_n, log_n, m_new, h_n = st[N], st[G_N], st[LOG_N], st[M_NEW], st[HASH_N]
+        if (n + facts > cap_facts or g_n + births > g_t.shape[0]
+                or log_n + m > log_s.shape[0] or n_ids0 + m_new + fresh > cap_ids
+                or 2 * (h_n + fresh) > tk.shape[0]):
+            st[NEED_FACTS] = n + facts
+            st[NEED_BIRTHS] = g_n + births
+            st[NEED_LOG] = log_n + m
+            st[NEED_IDS] = n_ids0 + m_new + fresh
+            st[NEED_HASH] = h_n + fresh
+            st[PENDING], st[PENDING_SEEN], st[PENDING_QUERIES] = 1, seen, queries
+            return ROOM, ck, cw
+        st[RAN] += 1
+        st[QUERIES] += queries
+        st[GATHERED] += seen
+        for i in range(m):  # facts never seen: the next ids, in the hash index
+            if ids[i] < 0:
+                f = n_ids0 + m_new
+                m_new += 1
+                s = hash_slot(ck[i], bits)
+                while tk[s] >= 0:
+                    s = (s + 1) & mask
+                tk[s] = ck[i]
+                tv[s] = f
+                ids[i] = f
+        st[M_NEW] = m_new
+        st[HASH_N] = h_n + fresh
+        slots = np.empty(m, np.int64)
+        n, g_n = touch(ids, ck, cw, t, slot, depth, ndepth, bstart, blen, pool_t, pool_w, n,
+                       t_ids, t_keys, t_old, t_new, t_dec, t_dr, t_gstart, t_glen, t_gnext,
+                       t_rold, g_n, g_t, g_w, slots)
+        for i in range(m):
+            log_s[log_n + i] = slots[i]
+            log_t[log_n + i] = t
+            log_w[log_n + i] = cw[i]
+        st[N], st[G_N], st[LOG_N] = n, g_n, log_n + m
+        decide(t, n, t_ids, t_new, t_dec, t_dr, t_rold, t_gstart, t_glen, t_gnext, g_t, g_w,
+               ndepth)
+        # Δδo[t] (as ``kernels.changed_at``), and the touched facts at depth t
+        k = 0
+        came = 0
+        went = 0
+        for s in range(n):
+            a = t_old[s] == t
+            b = t_new[s] == t
+            if a != b:
+                last_s[k] = s
+                last_w[k] = 1 if b else -1
+                k += 1
+            if b:
+                came += 1
+            elif a:
+                went += 1
+        st[LAST_N] = k
+        size_t = (hist[t] if t < hist.shape[0] else 0) + came - went
+        if t + 1 > max_birth_old and not size_t:
+            return DONE, pend_k[:0], pend_w[:0]
+        t += 1
+        if not k:  # o[t-1] = o[t-2]: maybe nothing changes at t
+            best = next_event(t, n, t_old, t_dec, t_gstart, t_glen, t_gnext, g_t)
+            if best > t and aj.shape[0]:
+                if not have_dep:
+                    dep = _old_depths(aj, pk0, pi0, pk1, pi1, pk2, pi2, depth)
+                    have_dep = True
+                at = _lower(dep, t - 1)
+                if at < dep.shape[0]:
+                    best = min(best, dep[at] + 1)
+            if best == NONE:
+                st[T] = t
+                return DONE, pend_k[:0], pend_w[:0]
+            st[SKIPPED] += best - t
+            t = best
+        st[T] = t
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the loop for the types the columnar kernel
+    passes."""
+    i64, i32 = np.zeros(4, np.int64), np.zeros(4, np.int32)
+    e64, e32 = i64[:0].copy(), i32[:0].copy()
+    st = np.zeros(FIELDS, np.int64)
+    tk = np.full(1024, -1, np.int64)
+    dec = np.zeros(4, np.bool_)
+    linear_loop(st, e64, e64, 0, e64, e64, e64, e64, e64, e64, e64, e64, e64, False, 0, True,
+                e64, e64, e32, tk, np.zeros(1024, np.int64), 10, i32.copy(), i32.copy(),
+                np.full(4, -1, np.int64), i64.copy(), i64.copy(), i32.copy(), i64.copy(), 0,
+                e64, -1, i64.copy(), i64.copy(), i32.copy(), i32.copy(), dec, i64.copy(),
+                i64.copy(), i64.copy(), i64.copy(), i64.copy(), i32.copy(), i64.copy(),
+                i64.copy(), i32.copy(), i64.copy(), i64.copy(), i64.copy(), e64, e64)
