@@ -59,7 +59,7 @@ def count_lookups(monkeypatch) -> list[int]:
     return lookups
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(first=st.lists(_edge, max_size=6), ops=st.lists(_ops, min_size=1, max_size=6))
 def test_copies_follow_the_feed_and_no_row_is_looked_up(first, ops, monkeypatch):

@@ -138,5 +138,5 @@ class ReopenedAgainstNeverClosed(RuleBasedStateMachine):
 
 TestReopenedAgainstNeverClosed = ReopenedAgainstNeverClosed.TestCase
 TestReopenedAgainstNeverClosed.settings = settings(
-    max_examples=120, stateful_step_count=10, deadline=None
+    max_examples=60, stateful_step_count=10, deadline=None
 )

@@ -639,7 +639,7 @@ def test_compiled_commits_equal_tuple_commits_and_recompute(fold, monkeypatch):
     _fold(monkeypatch, fold)
     machine = type(f"CompiledAgainstTuples_{fold}", (CompiledAgainstTuples,), {"FOLD": fold})
     run_state_machine_as_test(machine, settings=settings(
-        max_examples=250, stateful_step_count=12, deadline=None))
+        max_examples=120, stateful_step_count=12, deadline=None))
 
 
 DECLS = ".decl e(a: int, b: int)\n.decl f(a: int, b: int)\n.decl g(a: float, b: float)\n"

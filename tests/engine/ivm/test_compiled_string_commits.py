@@ -241,7 +241,7 @@ def test_string_commits_equal_tuple_commits_and_recompute(tiny, monkeypatch):
     if tiny:
         _tiny_codes(monkeypatch)
     run_state_machine_as_test(StringsAgainstTuples, settings=settings(
-        max_examples=150, stateful_step_count=10, deadline=None))
+        max_examples=90, stateful_step_count=10, deadline=None))
 
 
 PEOPLE = """.decl knows(a: string, b: string)
