@@ -517,11 +517,16 @@ def warm() -> None:
     """Compile (or load from numba's cache) the kernels most programs use: evaluation
     from scratch (``deltalog.engine.columnar.evaluate.warm``), and a sensitivity load,
     commits and a save (the recording join, the commit join, the array parts' stabs and
-    merges). Setup calls it, so that a user's first run does not compile."""
+    merges); and the DBSP kernels of recursive strata (the generic steps and a linear
+    closure's loop). Setup calls it, so that a user's first run does not compile."""
     from deltalog.engine.analysis.analyze import load_program
     from deltalog.engine.columnar.evaluate import warm as warm_evaluation
+    from deltalog.engine.dbsp import kernels as dbsp_kernels
+    from deltalog.engine.dbsp import linear
 
     warm_evaluation()
+    dbsp_kernels.warm()
+    linear.warm()
     prog = load_program(".decl e(x: int, y: int)\n"
                         "t(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y.", "<warm>")
     engine = IncrementalEngine(prog, {"e": [(0, 1), (1, 2), (0, 2), (2, 3)]}, "sensitivity")
