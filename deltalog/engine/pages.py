@@ -7,6 +7,18 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
+def lower_in(keys, x, a, b):
+    """The first position of sorted ``keys`` not below x, known to be in [a, b]."""
+    while a < b:
+        m = (a + b) >> 1
+        if keys[m] < x:
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
+@njit(cache=True, nogil=True)
 def page_find(keys, fences, step, found, hit):
     """hit[i]: whether sorted ``keys`` hold found[i] (a negative one: never), looked up in
     its page only: the ``step`` keys from the last fence (every step-th key) not above it,
@@ -26,14 +38,7 @@ def page_find(keys, fences, step, found, hit):
                 b = m
         if a == 0:
             continue
-        lo = (a - 1) * step
-        hi = min(lo + step, n)
-        while lo < hi:
-            m = (lo + hi) >> 1
-            if keys[m] < x:
-                lo = m + 1
-            else:
-                hi = m
+        lo = lower_in(keys, x, (a - 1) * step, min(a * step, n))
         hit[i] = lo < n and keys[lo] == x
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from deltalog.engine import pages
+from deltalog.engine.pages import lower_in
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 NONE = np.int32(2**31 - 1)
@@ -273,21 +274,9 @@ def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, 
 
 
 @njit(cache=True, nogil=True)
-def _lower_in(keys, x, a, b):
-    """The first position of sorted ``keys`` not below x, known to be in [a, b]."""
-    while a < b:
-        m = (a + b) >> 1
-        if keys[m] < x:
-            a = m + 1
-        else:
-            b = m
-    return a
-
-
-@njit(cache=True, nogil=True)
 def _lower(keys, x):
     """The first position of sorted ``keys`` not below x."""
-    return _lower_in(keys, x, 0, keys.shape[0])
+    return lower_in(keys, x, 0, keys.shape[0])
 
 
 @njit(cache=True, nogil=True)
@@ -379,13 +368,20 @@ def sum_by_key(keys, w):
             out_k[m] = keys[i]
             out_w[m] = w[i]
             m += 1
+    return drop_zeros(out_k, out_w, m)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def drop_zeros(k, v, m):
+    """The first ``m`` (key, weight) pairs less those of weight 0, moved down in place:
+    (keys, weights)."""
     c = 0
     for i in range(m):
-        if out_w[i] != 0:
-            out_k[c] = out_k[i]
-            out_w[c] = out_w[i]
+        if v[i] != 0:
+            k[c] = k[i]
+            v[c] = v[i]
             c += 1
-    return out_k[:c], out_w[:c]
+    return k[:c], v[:c]
 
 
 @njit(cache=True, nogil=True)
@@ -462,7 +458,7 @@ def gallop(a, b, out):
     for i in range(len(b)):
         x = b[i]
         if i and x < b[i - 1]:
-            lo = _lower_in(a, x, 0, lo)
+            lo = lower_in(a, x, 0, lo)
         elif lo < n and a[lo] < x:
             step = 1
             hi = lo + 1
@@ -471,5 +467,5 @@ def gallop(a, b, out):
                 step <<= 1
                 hi = lo + step
             # a[lo] < x: the answer is in [lo + 1, min(hi, n)]
-            lo = _lower_in(a, x, lo + 1, min(hi, n))
+            lo = lower_in(a, x, lo + 1, min(hi, n))
         out[i] = lo

@@ -33,6 +33,7 @@ from deltalog.engine.dbsp.kernels import (
     NONE,
     _lower,
     decide,
+    drop_zeros,
     hash_probe,
     hash_slot,
     next_event,
@@ -208,13 +209,7 @@ def _radix_zset(keys, w, n):
             k[m] = k[i]
             v[m] = v[i]
             m += 1
-    c = 0
-    for i in range(m):
-        if v[i] != 0:
-            k[c] = k[i]
-            v[c] = v[i]
-            c += 1
-    return k[:c], v[:c]
+    return drop_zeros(k, v, m)
 
 
 @njit(cache=True, nogil=True)
