@@ -774,8 +774,9 @@ class _Hash:
     def __init__(self, keys: I64, ids: I64):
         self._build(keys, ids)
 
-    def _build(self, keys: I64, ids: I64) -> None:
-        self.bits = max(10, int(2 * len(keys) + 1).bit_length())
+    def _build(self, keys: I64, ids: I64, room: int = 0) -> None:
+        """The table of ``keys``, sized for ``room`` more."""
+        self.bits = max(10, int(2 * (len(keys) + room) + 1).bit_length())
         self.n = 0
         self.tk = np.full(1 << self.bits, -1, np.int64)  # packed keys are never negative
         self.tv = np.zeros(1 << self.bits, np.int64)
@@ -796,12 +797,7 @@ class _Hash:
         """Room for n more keys (at most half full with them): rebuilt larger when not."""
         if 2 * (self.n + n) > len(self.tk):
             held = self.tk >= 0
-            keys, ids = self.tk[held], self.tv[held]
-            self.bits = max(10, int(2 * (len(keys) + n) + 1).bit_length())
-            self.n = 0
-            self.tk = np.full(1 << self.bits, -1, np.int64)
-            self.tv = np.zeros(1 << self.bits, np.int64)
-            self.insert(keys, ids)
+            self._build(self.tk[held], self.tv[held], n)
 
     def get(self, keys: I64) -> I64:
         """The ids of ``keys`` (-1: not there)."""
