@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def lower_in(keys, x, a, b):
     """The first position of sorted ``keys`` not below x, known to be in [a, b]."""
     while a < b:

@@ -66,8 +66,10 @@ checked by depth) are compiled with numba (``deltalog.engine.dbsp.kernels``); th
 is whole-array numpy. A linear binary closure (``Linear``: one rule copying an input,
 one joining the relation with an input on one variable) whose inputs change by a few
 rows (``FUSED_MAX``) runs its whole inner loop in one compiled call instead
-(``deltalog.engine.dbsp.linear``): the same iterations, facts, ids and counters, without
-the tens of numpy calls per iteration that a change of one edge otherwise costs.
+(``deltalog.engine.dbsp.linear``): the same iterations, facts and ids, without the tens
+of numpy calls per iteration that a change of one edge otherwise costs, and reading the
+rows the changed input joins once per commit (in the relation's old version, grouped by
+depth) where the generic steps read them at every iteration.
 
 A non-recursive stratum (whose functional heads, if any, have a key of one column) has
 every fact at depth 0 with one derivation count, which a commit's Δc[0] changes: it
@@ -167,7 +169,7 @@ SMALL = 64
 # whose whole-array numpy passes cost little beside its work (and beat the compiled
 # loop's row-at-a-time lookups when a change reaches 10^5 facts).
 FUSED_MAX = 16
-LINEAR_ROOM = 64  # the touched facts' arrays a compiled loop starts with (then grown)
+LINEAR_ROOM = 4096  # the touched facts' arrays a compiled loop starts with (then grown)
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 _MIN = np.int64(-(2**63))
@@ -1551,17 +1553,6 @@ def _trim(h: I64) -> I64:
     return h[: nz[-1] + 1] if len(nz) else _E64
 
 
-def _hist_add(h: I64, values: I32, sign: int) -> I64:
-    if not len(values):
-        return h
-    add = np.bincount(values).astype(np.int64) * sign
-    if len(add) > len(h):
-        h = np.concatenate([h, np.zeros(len(add) - len(h), np.int64)])
-    h = h.copy()
-    h[: len(add)] += add
-    return h
-
-
 def _with_room(arr: NDArray[Any], n: int) -> NDArray[Any]:
     """``arr`` with room for n entries (doubling)."""
     if n <= len(arr):
@@ -2530,21 +2521,22 @@ class ColumnarStratum:
                      rel.nkeys, rel.nid]
         else:
             parts = rel.alt(SWAPPED)[:]
-        e_first = plan.p_atom == 1
-        eview = self._input_view(plan.edge, natural(2) if plan.je == 0 else SWAPPED, e_first)
+        # (E's new version: the loop reads P's old one for ΔE's term)
+        eview = self._input_view(plan.edge, natural(2) if plan.je == 0 else SWAPPED, True)
         ek = eview.parts[0][0]
         index = rel.index
         n_ids0 = rel.n_ids
         st = np.zeros(linear.FIELDS, np.int64)
         st[linear.HASH_N] = index.n
-        facts, births, logged = self._linear_room  # (the last commit's, to start with)
-        tc.room(max(LINEAR_ROOM, facts), max(LINEAR_ROOM, births))
-        tc.log_room(max(LINEAR_ROOM, logged))
+        # room for twice the last commit's (the same edge's next change may touch more)
+        facts, births, logged = self._linear_room
+        tc.room(max(LINEAR_ROOM, 2 * facts), max(4 * LINEAR_ROOM, 2 * births))
+        tc.log_room(max(LINEAR_ROOM, 2 * logged))
         pend_k = pend_w = _E64
         while True:
             code, pend_k, pend_w = linear.linear_loop(
                 st, c0k, c0w, q0, aj, ao, aw, parts[0], parts[1], parts[2], parts[3],
-                parts[4], parts[5], not e_first, plan.jp, plan.pfirst,
+                parts[4], parts[5], plan.jp, plan.pfirst,
                 ek, eview.pkeys, eview.pdepth, index.tk, index.tv, index.bits, rel.depth,
                 rel.ndepth, rel.slot, rel.bstart, rel.blen, rel.pool_t, rel.pool_w, n_ids0,
                 rel.hist, len(rel.bhist) - 1, tc.ids, tc.keys, tc.old, tc.new, tc.decided,
@@ -2864,22 +2856,16 @@ class ColumnarStratum:
         fact that leaves stays as a tombstone (depth NONE, no births)."""
         n = tc.n
         start, new_len, bt, bw = self._new_births(tc)
-        ids, old, new = tc.ids[:n], tc.old[:n], tc.new[:n]
-        # histograms
-        rel.bhist = _trim(_hist_add(_hist_add(rel.bhist, tc.g_t[: tc.g_n], -1), bt, 1))
-        changed = old != new
-        rel.hist = _trim(_hist_add(_hist_add(rel.hist, old[changed & (old != NONE)], -1),
-                                   new[changed & (new != NONE)], 1))
-        member = new != NONE
-        if (new_len[~member] != 0).any() or (new_len[member] == 0).any():
-            raise AssertionError("births and membership disagree")
-        rel.depth[ids] = new
-        rel.slot[ids] = -1
-        # births: every touched fact gets its new slice (in place when it fits)
+        ids, new = tc.ids[:n], tc.new[:n]
         old_len = tc.glen[:n]
-        moves = member & (new_len > old_len)
-        base = rel.pool_write(int(new_len[moves].sum())) if moves.any() else 0
-        written = kernels.write_births(n, ids, member, new_len, start, bt, bw, base,
+        rel.hist, rel.bhist, moved, ok = kernels.settle(
+            n, ids, tc.old[:n], new, old_len, tc.g_t, tc.g_n, bt, new_len, rel.hist, rel.bhist,
+            rel.depth, rel.slot)
+        if not ok:
+            raise AssertionError("births and membership disagree")
+        # births: every touched fact gets its new slice (in place when it fits)
+        base = rel.pool_write(int(moved)) if moved else 0
+        written = kernels.write_births(n, ids, new, new_len, start, bt, bw, base,
                                        rel.bstart, rel.blen, rel.pool_t, rel.pool_w)
         rel.live += int(written) - int(old_len.sum())
         dead = rel.n_ids - int(rel.hist.sum())

@@ -19,7 +19,7 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 NONE = np.int32(2**31 - 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def hash_slot(key, bits):
     return np.int64((np.uint64(key) * GOLDEN) >> np.uint64(64 - bits))
 
@@ -36,7 +36,7 @@ def hash_insert(tk, tv, bits, keys, ids):
         tv[s] = ids[i]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def hash_probe(tk, tv, bits, k):
     """The id of key k (-1: not there; a negative k never is)."""
     mask = len(tk) - 1
@@ -251,7 +251,7 @@ def merge_births(n, t_gstart, t_glen, g_t, g_w, log_slot, log_t, log_w,
 
 
 @njit(cache=True, nogil=True)
-def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, blen,
+def write_births(n, t_ids, t_new, new_len, nb_start, nb_t, nb_w, base, bstart, blen,
                  pool_t, pool_w):
     """Each touched fact's new births into the pool: in place when they fit in its old
     slice, else from ``base`` on (room made by the caller). Returns the entries written."""
@@ -259,7 +259,7 @@ def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, 
     for s in range(n):
         f = t_ids[s]
         k = new_len[s]
-        if member[s]:
+        if t_new[s] != NONE:
             if k > blen[f]:
                 bstart[f] = base
                 base += k
@@ -274,6 +274,64 @@ def write_births(n, t_ids, member, new_len, nb_start, nb_t, nb_w, base, bstart, 
 
 
 @njit(cache=True, nogil=True)
+def _histogram(h, top):
+    """A copy of histogram ``h`` with room for values up to ``top``."""
+    out = np.zeros(max(h.shape[0], top + 1), np.int64)
+    out[: h.shape[0]] = h
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _trimmed(h):
+    """``h`` without its trailing zeros."""
+    m = h.shape[0]
+    while m and h[m - 1] == 0:
+        m -= 1
+    return h[:m]
+
+
+@njit(cache=True, nogil=True)
+def settle(n, t_ids, t_old, t_new, t_glen, g_t, g_n, nb_t, nb_len, hist, bhist, depth,
+           slot):
+    """The touched facts' new depths become the state (``depth``, ``slot`` -1) and the
+    histograms follow: ``hist`` (members by depth) by the depths that changed, ``bhist``
+    (births by t) less the old births gathered (g_t[:g_n]) plus the new ones (nb_t).
+    Returns (hist, bhist, pool entries needed by facts whose births outgrow their slice,
+    ok); not ok (a member without births or births without membership): nothing changed."""
+    top = -1
+    for s in range(n):
+        o, w = t_old[s], t_new[s]
+        if (w != NONE) != (nb_len[s] != 0):
+            return hist, bhist, 0, False
+        if o != NONE:
+            top = max(top, o)
+        if w != NONE:
+            top = max(top, w)
+    for i in range(nb_t.shape[0]):
+        top = max(top, nb_t[i])
+    h = _histogram(hist, top)
+    bh = _histogram(bhist, top)
+    for i in range(g_n):
+        bh[g_t[i]] -= 1
+    for i in range(nb_t.shape[0]):
+        bh[nb_t[i]] += 1
+    moved = 0
+    for s in range(n):
+        o, w = t_old[s], t_new[s]
+        if o != w:
+            if o != NONE:
+                h[o] -= 1
+            if w != NONE:
+                h[w] += 1
+        f = t_ids[s]
+        depth[f] = w
+        slot[f] = -1
+        if w != NONE and nb_len[s] > t_glen[s]:
+            moved += nb_len[s]
+    return _trimmed(h), _trimmed(bh), moved, True
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _lower(keys, x):
     """The first position of sorted ``keys`` not below x."""
     return lower_in(keys, x, 0, keys.shape[0])
@@ -434,8 +492,9 @@ def warm() -> None:
            i64.copy(), i32, i64, i32.copy())
     merge_births(0, i64, i64, i32, i64, i64[:0], i32[:0], i64[:0], i64.copy(), i64.copy(),
                  i32.copy(), i64.copy())
-    write_births(0, i64, np.zeros(2, np.bool_), i64, i64, i32, i64, 0, i64.copy(),
-                 i64.copy(), i32.copy(), i64.copy())
+    write_births(0, i64, i32, i64, i64, i32, i64, 0, i64.copy(), i64.copy(), i32.copy(),
+                 i64.copy())
+    settle(0, i64, i32, i32, i64, i32, 0, i32, i64, i64, i64, i32.copy(), i64.copy())
     expand(i64, i64[:0], i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64, i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64[:0], i32[:0], 0, 0, i64, i64, i64.copy(), i64.copy())

@@ -4,13 +4,19 @@ B(a, b), and one linear rule joining P with an input E on one variable, P(x, z) 
 P(x, y), E(y, z) or any order of atoms and columns of that shape). A commit of the
 columnar kernel runs tens of numpy calls per inner iteration (delta queries, first
 touches, ↑↑H, Δδo); here the whole loop of ``ColumnarStratum._apply`` runs in one call,
-on the same arrays and with the same arithmetic:
+on the same arrays and with the same arithmetic, but for the versions the two terms read:
 
     Δc[0] = the base rule's change (given);
-    Δc[t] = ΔE ⋈ δo[t-1] (P's version: new when P's atom comes first)
-          + Δδo[t-1] ⋈ E (E's version: new when E's atom comes first), t ≥ 1;
+    Δc[t] = ΔE ⋈ δo[t-1] (P's old version) + Δδo[t-1] ⋈ E (E's new version), t ≥ 1;
 
-each Δc[t] touches its facts (``kernels.touch``), ↑↑H decides them (``kernels.decide``),
+(the generic steps read the versions by atom order, as a rule's delta queries do;
+both ways give the same Δc[t]: δo_new ⋈ E_new − δo_old ⋈ E_old is either sum). The old
+version makes the term of ΔE cheap: P's old depths do not move during the loop, so the
+rows ΔE joins are read once, at the first iteration, and grouped by depth
+(``_rows_by_depth``); iteration t takes the group of depth t-1. (Reading P's new version
+would mean reading every row joined at every iteration and keeping those of depth t-1: a
+single edge into a node the closure reaches from everywhere reads its 2,000 rows nine
+times.) Each Δc[t] touches its facts (``kernels.touch``), ↑↑H decides them (``kernels.decide``),
 Δδo[t] is the touched facts whose membership at depth t changed, and iterations where
 nothing can change are skipped as ``ColumnarStratum._next_active`` does.
 
@@ -39,7 +45,6 @@ from deltalog.engine.dbsp.kernels import (
     next_event,
     sum_by_key,
     touch,
-    view_depths,
 )
 
 # fields of ``st``
@@ -58,7 +63,8 @@ NEED_FACTS, NEED_BIRTHS, NEED_LOG, NEED_IDS, NEED_HASH = 11, 12, 13, 14, 15
 # Δc[st[T]] was computed by the call that returned ``ROOM`` (given back to this one), with
 # these rows looked at and queries run
 PENDING, PENDING_SEEN, PENDING_QUERIES = 16, 17, 18
-FIELDS = 19
+GROUPED = 19  # the rows of ΔE's term were counted in GATHERED (by an earlier call)
+FIELDS = 20
 
 DONE = 0
 ROOM = 1
@@ -66,7 +72,7 @@ ROOM = 1
 _LOW = 0xFFFFFFFF
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _push(out_k, out_w, c, k, w):
     if c == out_k.shape[0]:
         bigger_k = np.empty(2 * c + 16, np.int64)
@@ -79,14 +85,14 @@ def _push(out_k, out_w, c, k, w):
     return out_k, out_w, c + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _head(pother, eother, pfirst):
     if pfirst:
         return (pother << 32) | eother
     return (eother << 32) | pother
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _split(key, jp):
     """(join code, other code) of a natural key of P whose join column is ``jp``."""
     if jp == 0:
@@ -94,56 +100,94 @@ def _split(key, jp):
     return key & _LOW, key >> 32
 
 
-@njit(cache=True, nogil=True)
-def _part_rows(keys, ids, depth, d, y, eother, w, pfirst, out_k, out_w, c):
-    """Rows of a sorted part of P (join code high) with join code y and depth d: the
-    head (P's other column, ``eother``) with weight w. Returns (out_k, out_w, c, seen)."""
+@njit(cache=True, nogil=True, inline="always")
+def _gather_part(keys, ids, depth, y, eother, w, pfirst, gd, gk, gw, c):
+    """The rows of a sorted part of P (join code high) with join code y, but tombstones:
+    their depths, heads (P's other column, ``eother``) and weight w appended to gd, gk, gw
+    from c. Returns (gd, gk, gw, c, rows looked at)."""
     a = _lower(keys, y << 32)
     b = _lower(keys, (y + 1) << 32)
     by_id = ids.shape[0] > 0
     for j in range(a, b):
-        f = ids[j] if by_id else j
-        if depth[f] == d:
-            out_k, out_w, c = _push(out_k, out_w, c, _head(keys[j] & _LOW, eother, pfirst),
-                                    w, )
-    return out_k, out_w, c, b - a
+        d = depth[ids[j]] if by_id else depth[j]
+        if d == NONE:
+            continue
+        if c == gd.shape[0]:
+            size = 2 * c + 64
+            gd2, gk2, gw2 = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(
+                size, np.int64)
+            gd2[:c], gk2[:c], gw2[:c] = gd[:c], gk[:c], gw[:c]
+            gd, gk, gw = gd2, gk2, gw2
+        gd[c] = d
+        gk[c] = _head(keys[j] & _LOW, eother, pfirst)
+        gw[c] = w
+        c += 1
+    return gd, gk, gw, c, b - a
 
 
 @njit(cache=True, nogil=True)
-def _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, pdepth, a_new, jp, pfirst,
-             ek, epk, epd, ndepth, slot, n_ids0, t_keys, last_s, last_w):
+def _rows_by_depth(aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, depth, pfirst):
+    """ΔE ⋈ P's old version, grouped by P's old depth: (start, keys, weights, rows looked
+    at), the rows of depth d at start[d]..start[d+1] (heads, weights)."""
+    gd = np.empty(64, np.int64)
+    gk = np.empty(64, np.int64)
+    gw = np.empty(64, np.int64)
+    c = 0
+    seen = 0
+    for i in range(aj.shape[0]):
+        gd, gk, gw, c, s = _gather_part(pk0, pi0, depth, aj[i], ao[i], aw[i], pfirst, gd,
+                                        gk, gw, c)
+        seen += s
+        gd, gk, gw, c, s = _gather_part(pk1, pi1, depth, aj[i], ao[i], aw[i], pfirst, gd,
+                                        gk, gw, c)
+        seen += s
+        gd, gk, gw, c, s = _gather_part(pk2, pi2, depth, aj[i], ao[i], aw[i], pfirst, gd,
+                                        gk, gw, c)
+        seen += s
+    deepest = -1
+    for i in range(c):
+        deepest = max(deepest, gd[i])
+    start = np.zeros(deepest + 2, np.int64)
+    for i in range(c):
+        start[gd[i] + 1] += 1
+    for d in range(deepest + 1):
+        start[d + 1] += start[d]
+    at = start[:-1].copy()
+    bk = np.empty(c, np.int64)
+    bw = np.empty(c, np.int64)
+    for i in range(c):
+        p = at[gd[i]]
+        bk[p] = gk[i]
+        bw[p] = gw[i]
+        at[gd[i]] += 1
+    return start, bk, bw, seen
+
+
+@njit(cache=True, nogil=True)
+def _next_depth(start, d):
+    """The least depth ≥ d with rows in ``_rows_by_depth``'s groups; -1 if none."""
+    for e in range(max(d, 0), start.shape[0] - 1):
+        if start[e + 1] > start[e]:
+            return e
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _delta_c(t, st, has_e, start, bk, bw, jp, pfirst, ek, epk, epd, t_keys, last_s,
+             last_w):
     """Δc[t] (t ≥ 1) as distinct sorted keys and counts; the rows looked at and the
-    queries run."""
+    queries run (the term of ΔE, ``has_e``: its rows by depth, read before)."""
     out_k = np.empty(64, np.int64)
     out_w = np.empty(64, np.int64)
     c = 0
     seen = 0
     queries = 0
     d = t - 1
-    if aj.shape[0]:  # ΔE ⋈ δo[t-1]
+    if has_e:  # ΔE ⋈ δo[t-1], P's old version
         queries += 1
-        for i in range(aj.shape[0]):
-            y = aj[i]
-            out_k, out_w, c, s = _part_rows(pk0, pi0, pdepth, d, y, ao[i], aw[i], pfirst,
-                                            out_k, out_w, c)
-            seen += s
-            out_k, out_w, c, s = _part_rows(pk1, pi1, pdepth, d, y, ao[i], aw[i], pfirst,
-                                            out_k, out_w, c)
-            seen += s
-            out_k, out_w, c, s = _part_rows(pk2, pi2, pdepth, d, y, ao[i], aw[i], pfirst,
-                                            out_k, out_w, c)
-            seen += s
-        # the facts first seen in this commit (in no sorted part yet; none is in the old
-        # version, but the generic steps look at them too)
-        for f in range(n_ids0, n_ids0 + st[M_NEW]):
-            y, pother = _split(t_keys[slot[f]], jp)
-            i = _lower(aj, y)
-            while i < aj.shape[0] and aj[i] == y:
-                seen += 1
-                if a_new and ndepth[f] == d:
-                    out_k, out_w, c = _push(out_k, out_w, c, _head(pother, ao[i], pfirst),
-                                            aw[i])
-                i += 1
+        if d + 1 < start.shape[0]:
+            for p in range(start[d], start[d + 1]):
+                out_k, out_w, c = _push(out_k, out_w, c, bk[p], bw[p])
     if st[LAST_N]:  # Δδo[t-1] ⋈ E
         queries += 1
         shadow = epk.shape[0] > 0
@@ -253,22 +297,8 @@ def _zset(keys, w, n):
 
 
 @njit(cache=True, nogil=True)
-def _old_depths(aj, pk0, pi0, pk1, pi1, pk2, pi2, depth):
-    """The distinct old depths (sorted) of P's facts whose join code is one of ΔE's
-    (``ColumnarStratum._depths_of``)."""
-    first = np.unique(aj)
-    got = np.sort(view_depths(first, pk0, pi0, pk1, pi1, pk2, pi2, depth))
-    m = 0
-    for i in range(got.shape[0]):
-        if m == 0 or got[i] != got[m - 1]:
-            got[m] = got[i]
-            m += 1
-    return got[:m]
-
-
-@njit(cache=True, nogil=True)
-def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_new, jp,
-                pfirst, ek, epk, epd, tk, tv, bits, depth, ndepth, slot, bstart, blen,
+def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, jp, pfirst,
+                ek, epk, epd, tk, tv, bits, depth, ndepth, slot, bstart, blen,
                 pool_t, pool_w, n_ids0, hist, max_birth_old, t_ids, t_keys, t_old, t_new,
                 t_dec, t_dr, t_gstart, t_glen, t_gnext, t_rold, g_t, g_w, log_s, log_t,
                 log_w, last_s, last_w, pend_k, pend_w):
@@ -280,17 +310,22 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
     ``c0k``, ``c0w``: Δc[0] (sorted distinct keys, counts; ``q0`` the base rule's delta
     queries). ``aj``, ``ao``, ``aw``: ΔE by join code (sorted), other column, weight.
     ``pk*``/``pi*``: P's three sorted parts with join code high, with ids (empty: the
-    positions); ``a_new``: ΔE's term reads P's new version. ``jp``: P's join column;
+    positions; read in the old version). ``jp``: P's join column;
     ``pfirst``: the head's first column is P's other one. ``ek``, ``epk``, ``epd``: E's
-    view for the term of Δδo (keys with join code high, the patch). ``tk``, ``tv``,
+    new version for the term of Δδo (keys with join code high, the patch). ``tk``, ``tv``,
     ``bits``: P's hash index; then P's by-id arrays, ``hist`` and the deepest old birth;
     then the touched facts' arrays (``columnar._Touched``), the log of Δc and Δδo[t-1]."""
     cap_facts = min(t_ids.shape[0], t_keys.shape[0], last_s.shape[0], last_w.shape[0])
     cap_ids = min(depth.shape[0], ndepth.shape[0], slot.shape[0], bstart.shape[0],
                   blen.shape[0])
-    pdepth = ndepth if a_new else depth
-    dep = np.empty(0, np.int32)
-    have_dep = False
+    has_e = aj.shape[0] > 0
+    start, bk, bw = np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    if has_e:  # ΔE ⋈ P's old version, by depth (read once: the old depths stay)
+        start, bk, bw, seen = _rows_by_depth(aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, depth,
+                                             pfirst)
+        if not st[GROUPED]:
+            st[GATHERED] += seen
+            st[GROUPED] = 1
     mask = tk.shape[0] - 1
     while True:
         t = st[T]
@@ -300,9 +335,8 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
         elif t == 0:
             ck, cw, seen, queries = c0k, c0w, 0, q0
         else:
-            ck, cw, seen, queries = _delta_c(t, st, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2,
-                                             pdepth, a_new, jp, pfirst, ek, epk, epd, ndepth,
-                                             slot, n_ids0, t_keys, last_s, last_w)
+            ck, cw, seen, queries = _delta_c(t, st, has_e, start, bk, bw, jp, pfirst, ek,
+                                             epk, epd, t_keys, last_s, last_w)
         # room for this iteration (nothing changed yet)
         m = ck.shape[0]
         ids = np.empty(m, np.int64)
@@ -377,13 +411,10 @@ def linear_loop(st, c0k, c0w, q0, aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, a_ne
         t += 1
         if not k:  # o[t-1] = o[t-2]: maybe nothing changes at t
             best = next_event(t, n, t_old, t_dec, t_gstart, t_glen, t_gnext, g_t)
-            if best > t and aj.shape[0]:
-                if not have_dep:
-                    dep = _old_depths(aj, pk0, pi0, pk1, pi1, pk2, pi2, depth)
-                    have_dep = True
-                at = _lower(dep, t - 1)
-                if at < dep.shape[0]:
-                    best = min(best, dep[at] + 1)
+            if best > t and has_e:
+                at = _next_depth(start, t - 1)
+                if at >= 0:
+                    best = min(best, at + 1)
             if best == NONE:
                 st[T] = t
                 return DONE, pend_k[:0], pend_w[:0]
@@ -400,7 +431,7 @@ def warm() -> None:
     st = np.zeros(FIELDS, np.int64)
     tk = np.full(1024, -1, np.int64)
     dec = np.zeros(4, np.bool_)
-    linear_loop(st, e64, e64, 0, e64, e64, e64, e64, e64, e64, e64, e64, e64, False, 0, True,
+    linear_loop(st, e64, e64, 0, e64, e64, e64, e64, e64, e64, e64, e64, e64, 0, True,
                 e64, e64, e32, tk, np.zeros(1024, np.int64), 10, i32.copy(), i32.copy(),
                 np.full(4, -1, np.int64), i64.copy(), i64.copy(), i32.copy(), i64.copy(), 0,
                 e64, -1, i64.copy(), i64.copy(), i32.copy(), i32.copy(), dec, i64.copy(),
