@@ -73,19 +73,6 @@ _LOW = 0xFFFFFFFF
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _push(out_k, out_w, c, k, w):
-    if c == out_k.shape[0]:
-        bigger_k = np.empty(2 * c + 16, np.int64)
-        bigger_w = np.empty(2 * c + 16, np.int64)
-        bigger_k[:c] = out_k[:c]
-        bigger_w[:c] = out_w[:c]
-        out_k, out_w = bigger_k, bigger_w
-    out_k[c] = k
-    out_w[c] = w
-    return out_k, out_w, c + 1
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _head(pother, eother, pfirst):
     if pfirst:
         return (pother << 32) | eother
@@ -101,49 +88,51 @@ def _split(key, jp):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gather_part(keys, ids, depth, y, eother, w, pfirst, gd, gk, gw, c):
-    """The rows of a sorted part of P (join code high) with join code y, but tombstones:
-    their depths, heads (P's other column, ``eother``) and weight w appended to gd, gk, gw
-    from c. Returns (gd, gk, gw, c, rows looked at)."""
-    a = _lower(keys, y << 32)
-    b = _lower(keys, (y + 1) << 32)
+def _rows_in(keys, y):
+    """The rows of a sorted part of P (join code high) with join code y: a..b."""
+    return _lower(keys, y << 32), _lower(keys, (y + 1) << 32)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gather_part(keys, ids, depth, a, b, eother, w, pfirst, gd, gk, gw, c):
+    """Rows a..b of a sorted part of P, but tombstones: their depths, heads (P's other
+    column, ``eother``) and weight w written to gd, gk, gw from c. Returns the new c."""
     by_id = ids.shape[0] > 0
     for j in range(a, b):
         d = depth[ids[j]] if by_id else depth[j]
         if d == NONE:
             continue
-        if c == gd.shape[0]:
-            size = 2 * c + 64
-            gd2, gk2, gw2 = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(
-                size, np.int64)
-            gd2[:c], gk2[:c], gw2[:c] = gd[:c], gk[:c], gw[:c]
-            gd, gk, gw = gd2, gk2, gw2
         gd[c] = d
         gk[c] = _head(keys[j] & _LOW, eother, pfirst)
         gw[c] = w
         c += 1
-    return gd, gk, gw, c, b - a
+    return c
 
 
 @njit(cache=True, nogil=True)
 def _rows_by_depth(aj, ao, aw, pk0, pi0, pk1, pi1, pk2, pi2, depth, pfirst):
     """ΔE ⋈ P's old version, grouped by P's old depth: (start, keys, weights, rows looked
-    at), the rows of depth d at start[d]..start[d+1] (heads, weights)."""
-    gd = np.empty(64, np.int64)
-    gk = np.empty(64, np.int64)
-    gw = np.empty(64, np.int64)
-    c = 0
+    at), the rows of depth d at start[d]..start[d+1] (heads, weights). (Counted first, so
+    that no array grows in the loops.)"""
+    n = aj.shape[0]
+    r = np.empty((n, 6), np.int64)
     seen = 0
-    for i in range(aj.shape[0]):
-        gd, gk, gw, c, s = _gather_part(pk0, pi0, depth, aj[i], ao[i], aw[i], pfirst, gd,
-                                        gk, gw, c)
-        seen += s
-        gd, gk, gw, c, s = _gather_part(pk1, pi1, depth, aj[i], ao[i], aw[i], pfirst, gd,
-                                        gk, gw, c)
-        seen += s
-        gd, gk, gw, c, s = _gather_part(pk2, pi2, depth, aj[i], ao[i], aw[i], pfirst, gd,
-                                        gk, gw, c)
-        seen += s
+    for i in range(n):
+        r[i, 0], r[i, 1] = _rows_in(pk0, aj[i])
+        r[i, 2], r[i, 3] = _rows_in(pk1, aj[i])
+        r[i, 4], r[i, 5] = _rows_in(pk2, aj[i])
+        seen += r[i, 1] - r[i, 0] + r[i, 3] - r[i, 2] + r[i, 5] - r[i, 4]
+    gd = np.empty(seen, np.int64)
+    gk = np.empty(seen, np.int64)
+    gw = np.empty(seen, np.int64)
+    c = 0
+    for i in range(n):
+        c = _gather_part(pk0, pi0, depth, r[i, 0], r[i, 1], ao[i], aw[i], pfirst, gd, gk, gw,
+                         c)
+        c = _gather_part(pk1, pi1, depth, r[i, 2], r[i, 3], ao[i], aw[i], pfirst, gd, gk, gw,
+                         c)
+        c = _gather_part(pk2, pi2, depth, r[i, 4], r[i, 5], ao[i], aw[i], pfirst, gd, gk, gw,
+                         c)
     deepest = -1
     for i in range(c):
         deepest = max(deepest, gd[i])
@@ -176,42 +165,54 @@ def _next_depth(start, d):
 def _delta_c(t, st, has_e, start, bk, bw, jp, pfirst, ek, epk, epd, t_keys, last_s,
              last_w):
     """Δc[t] (t ≥ 1) as distinct sorted keys and counts; the rows looked at and the
-    queries run (the term of ΔE, ``has_e``: its rows by depth, read before)."""
-    out_k = np.empty(64, np.int64)
-    out_w = np.empty(64, np.int64)
-    c = 0
-    seen = 0
-    queries = 0
+    queries run (the term of ΔE, ``has_e``: its rows by depth, read before). The pairs
+    are counted before they are written, so the output is never grown (an array grown in
+    a loop costs reference counts at every row)."""
     d = t - 1
-    if has_e:  # ΔE ⋈ δo[t-1], P's old version
-        queries += 1
-        if d + 1 < start.shape[0]:
-            for p in range(start[d], start[d + 1]):
-                out_k, out_w, c = _push(out_k, out_w, c, bk[p], bw[p])
-    if st[LAST_N]:  # Δδo[t-1] ⋈ E
-        queries += 1
-        shadow = epk.shape[0] > 0
-        for q in range(st[LAST_N]):
-            y, pother = _split(t_keys[last_s[q]], jp)
-            w = last_w[q]
-            a = _lower(ek, y << 32)
-            b = _lower(ek, (y + 1) << 32)
-            seen += b - a
-            for j in range(a, b):
-                if shadow:  # the patch holds this key: its entry decides
-                    p = _lower(epk, ek[j])
-                    if p < epk.shape[0] and epk[p] == ek[j]:
-                        continue
-                out_k, out_w, c = _push(out_k, out_w, c, _head(pother, ek[j] & _LOW, pfirst),
-                                        w)
-            if shadow:
-                a = _lower(epk, y << 32)
-                b = _lower(epk, (y + 1) << 32)
-                seen += b - a
-                for j in range(a, b):
-                    if epd[j] == 0:
-                        out_k, out_w, c = _push(out_k, out_w, c,
-                                                _head(pother, epk[j] & _LOW, pfirst), w)
+    e0 = e1 = 0
+    if has_e and d + 1 < start.shape[0]:
+        e0, e1 = start[d], start[d + 1]
+    k = st[LAST_N]
+    ra = np.empty(k, np.int64)  # E's rows of each Δδo[t-1] entry: ra..rb in ek
+    rb = np.empty(k, np.int64)
+    pa = np.zeros(k, np.int64)  # and pa..pb in the patch
+    pb = np.zeros(k, np.int64)
+    total = e1 - e0
+    for q in range(k):
+        y = _split(t_keys[last_s[q]], jp)[0]
+        ra[q] = _lower(ek, y << 32)
+        rb[q] = _lower(ek, (y + 1) << 32)
+        total += rb[q] - ra[q]
+        if epk.shape[0]:
+            pa[q] = _lower(epk, y << 32)
+            pb[q] = _lower(epk, (y + 1) << 32)
+            total += pb[q] - pa[q]
+    out_k = np.empty(total, np.int64)
+    out_w = np.empty(total, np.int64)
+    c = 0
+    for p in range(e0, e1):  # ΔE ⋈ δo[t-1], P's old version
+        out_k[c] = bk[p]
+        out_w[c] = bw[p]
+        c += 1
+    shadow = epk.shape[0] > 0
+    for q in range(k):  # Δδo[t-1] ⋈ E
+        pother = _split(t_keys[last_s[q]], jp)[1]
+        w = last_w[q]
+        for j in range(ra[q], rb[q]):
+            if shadow:  # the patch holds this key: its entry decides
+                at = _lower(epk, ek[j])
+                if at < epk.shape[0] and epk[at] == ek[j]:
+                    continue
+            out_k[c] = _head(pother, ek[j] & _LOW, pfirst)
+            out_w[c] = w
+            c += 1
+        for j in range(pa[q], pb[q]):
+            if epd[j] == 0:
+                out_k[c] = _head(pother, epk[j] & _LOW, pfirst)
+                out_w[c] = w
+                c += 1
+    seen = total - (e1 - e0)
+    queries = int(has_e) + int(k > 0)
     ck, cw = _zset(out_k, out_w, c)
     return ck, cw, seen, queries
 
