@@ -170,6 +170,7 @@ SMALL = 64
 # loop's row-at-a-time lookups when a change reaches 10^5 facts).
 FUSED_MAX = 16
 LINEAR_ROOM = 4096  # the touched facts' arrays a compiled loop starts with (then grown)
+LINEAR_KEEP = 1 << 16  # and keeps for the next commit when they have room for at most this
 _E64: I64 = np.zeros(0, np.int64)
 _E32: I32 = np.zeros(0, np.int32)
 _MIN = np.int64(-(2**63))
@@ -1667,8 +1668,14 @@ class ColumnarStratum:
     # a linear binary closure's plan (``linear``; None: the generic steps, as for a state
     # saved before it)
     linear: Linear | None = None
-    # the touched facts, old births gathered and Δc entries of the last compiled loop
-    _linear_room = (0, 0, 0)
+    # the touched facts' arrays of the last compiled loop, for the next (not saved: a
+    # commit's scratch; dropped past ``LINEAR_KEEP`` facts)
+    _linear_tc: "_Touched | None" = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_linear_tc", None)  # (scratch)
+        return state
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
                  aggregates: StratumMaintainer | None = None,
@@ -2500,7 +2507,12 @@ class ColumnarStratum:
         the facts it saw first join the sorted parts, and the commit ends as any other."""
         rel = self.rels[plan.pred]
         assert rel.index is not None
-        tc = _Touched()
+        tc = self._linear_tc
+        if tc is None:
+            tc = _Touched()
+            tc.room(LINEAR_ROOM, 4 * LINEAR_ROOM)
+            tc.log_room(LINEAR_ROOM)
+        tc.n = tc.g_n = 0
         self._touched, self._term_depths = {plan.pred: tc}, {}
         c0k, c0w, q0 = _E64, _E64, 0
         if plan.base in self._input_delta:  # Δc[0]: the base rule's change
@@ -2528,10 +2540,6 @@ class ColumnarStratum:
         n_ids0 = rel.n_ids
         st = np.zeros(linear.FIELDS, np.int64)
         st[linear.HASH_N] = index.n
-        # room for twice the last commit's (the same edge's next change may touch more)
-        facts, births, logged = self._linear_room
-        tc.room(max(LINEAR_ROOM, 2 * facts), max(4 * LINEAR_ROOM, 2 * births))
-        tc.log_room(max(LINEAR_ROOM, 2 * logged))
         pend_k = pend_w = _E64
         while True:
             code, pend_k, pend_w = linear.linear_loop(
@@ -2559,7 +2567,7 @@ class ColumnarStratum:
             order = np.argsort(keys)
             rel.add_young(keys[order], ids[order])
         logged = int(st[linear.LOG_N])
-        self._linear_room = (tc.n, tc.g_n, logged)
+        self._linear_tc = tc if len(tc.ids) <= LINEAR_KEEP else None
         tc.log = [(tc.log_s[:logged], tc.log_t[:logged], tc.log_w[:logged])]
         self._counters["delta_queries"] += int(st[linear.QUERIES])
         self._counters["rows_gathered"] += int(st[linear.GATHERED])

@@ -54,10 +54,10 @@ class FusedMachine(RuleBasedStateMachine):
         note(shape)
         self.strings = strings
         self.saved = (columnar.NURSERY_MAX, columnar.YOUNG_MIN, columnar.PURGE_MIN,
-                      columnar.POOL_SLACK, columnar.LINEAR_ROOM)
-        if tiny:  # every housekeeping step at every chance
+                      columnar.POOL_SLACK, columnar.LINEAR_ROOM, columnar.LINEAR_KEEP)
+        if tiny:  # every housekeeping step at every chance (and arrays grown in every loop)
             columnar.NURSERY_MAX = columnar.YOUNG_MIN = columnar.PURGE_MIN = 0
-            columnar.POOL_SLACK, columnar.LINEAR_ROOM = 0, 1
+            columnar.POOL_SLACK, columnar.LINEAR_ROOM, columnar.LINEAR_KEEP = 0, 1, 0
         self.prog = load_program((STR if strings else INT) + shape)
         data = {"e": _rows(e, strings), "f": _rows(f, strings)}
         self.fused = IncrementalEngine(self.prog, data, "auto")
@@ -102,7 +102,7 @@ class FusedMachine(RuleBasedStateMachine):
     def teardown(self):
         if hasattr(self, "saved"):
             (columnar.NURSERY_MAX, columnar.YOUNG_MIN, columnar.PURGE_MIN,
-             columnar.POOL_SLACK, columnar.LINEAR_ROOM) = self.saved
+             columnar.POOL_SLACK, columnar.LINEAR_ROOM, columnar.LINEAR_KEEP) = self.saved
 
 
 TestFusedAgainstGenericAndRecompute = FusedMachine.TestCase
@@ -162,8 +162,8 @@ def test_arrays_grow_in_the_middle_of_a_commit():
     prog = load_program(TC)
     chains = {(i, i + 1) for i in range(39)} | {(i, i + 1) for i in range(40, 79)}
     engine = IncrementalEngine(prog, {"e": chains})
-    saved = columnar.LINEAR_ROOM
-    columnar.LINEAR_ROOM = 1
+    saved = columnar.LINEAR_ROOM, columnar.LINEAR_KEEP
+    columnar.LINEAR_ROOM, columnar.LINEAR_KEEP = 1, 0  # (grown in every commit)
     try:
         for change in ({(39, 40): 1}, {(39, 40): -1}, {(39, 40): 1}, {(10, 11): -1}):
             chains = {r for r in chains | set(change) if change.get(r, 1) > 0}
@@ -172,7 +172,7 @@ def test_arrays_grow_in_the_middle_of_a_commit():
             assert engine.relation("path") == RecomputeEngine(
                 prog, {"e": chains}).relation("path"), change
     finally:
-        columnar.LINEAR_ROOM = saved
+        columnar.LINEAR_ROOM, columnar.LINEAR_KEEP = saved
 
 
 def test_a_change_reaching_many_facts_agrees_with_the_generic_steps():
@@ -213,6 +213,12 @@ def test_the_rows_a_changed_edge_joins_are_read_once():
         assert f["rows_gathered"] <= 2 * n < g["rows_gathered"] // 10
     assert fused.relation("path") == RecomputeEngine(prog, {"e": ring | {(100, 101)}}
                                                      ).relation("path")
+    # the loop's scratch arrays stay for the next commit, and are not saved
+    assert _stratum(fused)._linear_tc is not None
+    again = IncrementalEngine.loads(fused.dumps())
+    assert _stratum(again)._linear_tc is None
+    assert again.apply({"e": {(5, 100): 1}}) == generic.apply({"e": {(5, 100): 1}})
+    assert again.relation("path") == generic.relation("path")
 
 
 def test_delta_c_sums_alike_however_many_pairs():
