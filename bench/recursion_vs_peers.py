@@ -10,6 +10,9 @@ numbered so that every system reads the same integer pairs. Steps, each timed: t
 load (closure from nothing), then one batch of 10 deleted and 10 inserted edges, then one
 inserted edge, then that edge deleted again. Inserted edges on Debian and WordNet close no
 new cycle (a random edge into a hierarchy would merge it into one huge component).
+Ours then takes 20 more single edges (drawn alike, each inserted and deleted again) and
+reports the spread of their times and of the facts they touch: one edge's cost depends on
+how much of the closure derives through it.
 
 Every (graph, system) runs in its own child process (its own peak RSS), a peer in its own
 venv under ``.bench-venvs/`` made on first use with pip. A child that passes the time limit
@@ -167,18 +170,53 @@ def change_script(edges: list[Edge], no_new_cycles: bool, seed: int = 20261123
     return [("batch", batch), ("insert 1", {one: 1}), ("delete 1", {one: -1})]
 
 
-def write_script(path: Path, edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
+SPREAD = 20  # more single edges ours takes after the steps
+
+
+def spread_edges(edges: list[Edge], steps: list[tuple[str, Change]], no_new_cycles: bool,
+                 seed: int = 20261206) -> list[Edge]:
+    """``SPREAD`` edges absent after the steps (distinct, no self-loops; with
+    ``no_new_cycles``, none closes a cycle), each to be inserted and deleted alone."""
+    rng = random.Random(seed)
+    present = set(edges)
+    for _, change in steps:
+        for e, w in change.items():
+            (present.add if w > 0 else present.discard)(e)
+    nodes = sorted({x for e in edges for x in e})
+    succ: dict[int, set[int]] = {}
+    for a, b in present:
+        succ.setdefault(a, set()).add(b)
+    out: list[Edge] = []
+    while len(out) < SPREAD:
+        a, b = rng.choice(nodes), rng.choice(nodes)
+        if a == b or (a, b) in present or (a, b) in out:
+            continue
+        if no_new_cycles and _reaches(succ, b, a):
+            continue
+        out.append((a, b))
+    return out
+
+
+def write_script(path: Path, edges: list[Edge], steps: list[tuple[str, Change]],
+                 spread: Sequence[Edge] = ()) -> None:
     data = {"edges": [list(e) for e in edges],
             "steps": [[name, [[a, b, w] for (a, b), w in change.items()]]
-                      for name, change in steps]}
+                      for name, change in steps],
+            "spread": [list(e) for e in spread]}
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def load_spread(path: str) -> list[Edge]:
+    with open(path, encoding="utf-8") as f:
+        return [(a, b) for a, b in json.load(f).get("spread", [])]
 
 
 # ---------------------------------------------------------------------------------------
 # Ours and DuckDB (children in our venv).
 
 
-def run_ours(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
+def run_ours(edges: list[Edge], steps: list[tuple[str, Change]],
+             spread: Sequence[Edge] = ()) -> None:
     from deltalog.engine.analysis.analyze import load_program
     from deltalog.engine.runtime import IncrementalEngine
     from deltalog.engine.values import Row
@@ -196,6 +234,26 @@ def run_ours(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
         note = (f"{work.get('facts_touched', 0):,} facts touched, "
                 f"{work.get('inner_iterations', 0)} inner iterations") if work else ""
         report("ours", name, seconds, engine.size("path"), note)
+    if engine is None or not spread:
+        return
+    size = engine.size("path")
+    ms: list[float] = []
+    touched: list[int] = []
+    for e in spread:
+        for w in (1, -1):
+            start = time.perf_counter()
+            engine.apply({"edge": {e: w}})
+            ms.append((time.perf_counter() - start) * 1000)
+            touched.append(engine.last_stats.work.get("facts_touched", 0))
+    if engine.size("path") != size:
+        raise AssertionError("the closure differs after edges inserted and deleted again")
+    ms.sort()
+    touched.sort()
+    note = (f"{len(spread)} more edges, each inserted and deleted: median "
+            f"{ms[len(ms) // 2]:.2f} ms, 90th percentile {ms[len(ms) * 9 // 10]:.2f}, "
+            f"max {ms[-1]:.2f}; facts touched median {touched[len(touched) // 2]:,}, "
+            f"max {touched[-1]:,}")
+    report("ours", "spread", ms[len(ms) // 2] / 1000, engine.size("path"), note)
 
 
 def run_duckdb(edges: list[Edge], steps: list[tuple[str, Change]]) -> None:
@@ -429,7 +487,8 @@ def run(quick: bool, limit: float, systems: Sequence[str], graphs: Sequence[str]
             graph, edges = GRAPHS[key](quick)
             steps = change_script(edges, key in ACYCLIC_INSERTS)
             script = Path(tmp) / f"{key}.json"
-            write_script(script, edges, steps)
+            write_script(script, edges, steps,
+                         spread_edges(edges, steps, key in ACYCLIC_INSERTS))
             nodes = len({x for e in edges for x in e})
             out(f"## {graph}: {nodes:,} nodes, {len(edges):,} edges")
             outcomes = []
@@ -451,6 +510,10 @@ def run(quick: bool, limit: float, systems: Sequence[str], graphs: Sequence[str]
             rows.extend(table_rows(graph, outcomes))
     out("")
     out(format_table(HEADERS, rows))
+    for graph, outcomes in results.items():
+        spread = next((o.steps["spread"] for o in outcomes if "spread" in o.steps), None)
+        if spread is not None:
+            out(f"ours, {graph}: {spread['note']}")
     out("")
     out("ms: wall clock of one step (a commit and its result); 'vs ours': their time over")
     out("ours (above 1x: we are faster). duckdb recomputes the closure after editing the edge")
@@ -474,7 +537,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         edges, steps = load_script(args.child[1])
-        LOCAL[args.child[0]](edges, steps)
+        if args.child[0] == "ours":
+            run_ours(edges, steps, load_spread(args.child[1]))
+        else:
+            LOCAL[args.child[0]](edges, steps)
         return 0
     systems = list(SYSTEMS) if not args.system else \
         ["ours", *[s for s in SYSTEMS if s in args.system and s != "ours"]]

@@ -22,6 +22,14 @@ def test_change_script_deletes_ten_inserts_ten_and_closes_no_new_cycle() -> None
     for a, b in final | {one}:
         succ.setdefault(a, set()).add(b)
     assert not any(rvp._reaches(succ, b, a) for a, b in final | {one})
+    # more single edges, drawn against the edges after the steps (one deleted again)
+    spread = rvp.spread_edges(edges, steps, no_new_cycles=True)
+    assert len(set(spread)) == rvp.SPREAD and not set(spread) & final
+    succ = {}
+    for a, b in final:
+        succ.setdefault(a, set()).add(b)
+    for a, b in spread:  # (each alone closes no cycle)
+        assert a != b and not rvp._reaches(succ, b, a)
 
 
 def test_quick_debian_ours_and_duckdb_agree_and_print_a_table() -> None:
@@ -30,5 +38,10 @@ def test_quick_debian_ours_and_duckdb_agree_and_print_a_table() -> None:
                       out=lines.append)
     (outcomes,) = results.values()
     assert [o.system for o in outcomes] == ["ours", "duckdb"]
-    assert all(not o.stopped and set(o.steps) == set(rvp.STEPS) for o in outcomes)
+    ours, duckdb = outcomes
+    assert not ours.stopped and set(ours.steps) == {*rvp.STEPS, "spread"}
+    assert not duckdb.stopped and set(duckdb.steps) == set(rvp.STEPS)
+    # the spread of more single edges: ours is back to the closure after "delete 1"
+    assert ours.steps["spread"]["size"] == ours.steps["delete 1"]["size"]
     assert "10+10 batch ms" in "\n".join(lines)
+    assert f"{rvp.SPREAD} more edges, each inserted and deleted: median" in "\n".join(lines)
