@@ -158,15 +158,16 @@ def _compare(op, a, b):
 @njit(cache=True, nogil=True, inline="always")
 def _note(rec, rn, s, lo, hi, val, L):
     """Record interval [lo, hi] of slot ``s`` at level ``L``: (slot, lo, hi, the values of
-    levels 0..L-1) as row ``rn`` of ``rec`` (grown when full)."""
-    if rn == rec.shape[0]:
-        rec = _grown(rec, rn + 1)
-    rec[rn, 0] = s
-    rec[rn, 1] = lo
-    rec[rn, 2] = hi
-    for j in range(L):
-        rec[rn, 3 + j] = val[j]
-    return rec, rn + 1
+    levels 0..L-1) as row ``rn`` of ``rec`` when it has that row; counted either way (the
+    caller runs the join again with room for all when it did not: an array grown, so
+    rebound, in the join's loop would cost two atomic reference counts at every step)."""
+    if rn < rec.shape[0]:
+        rec[rn, 0] = s
+        rec[rn, 1] = lo
+        rec[rn, 2] = hi
+        for j in range(L):
+            rec[rn, 3 + j] = val[j]
+    return rn + 1
 
 
 @njit(cache=True, nogil=True)
@@ -226,7 +227,8 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
     there; a last-level run of keys k1..kn gives (−inf, k1], [k1, k2], ..., [kn, +inf).
     Any change to an atom's keys that could change what the join does falls inside an
     interval recorded for that atom under the same earlier values.
-    Returns the rows (the first ``n`` of the array), ``n``, the records and their number.
+    Returns the rows (the first ``n`` of the array), ``n``, the records and their number
+    (more than ``rec`` holds when it was too small: ``run_lftj`` runs it again).
     """
     rn = 0
     nlev = lev_kind.shape[0]
@@ -273,12 +275,12 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
             counters[C_OPENS] += 1
             if record and slot_rec[s_last]:
                 if lo == hi:
-                    rec, rn = _note(rec, rn, s_last, BOT, TOP, val, L)
+                    rn = _note(rec, rn, s_last, BOT, TOP, val, L)
                 else:
-                    rec, rn = _note(rec, rn, s_last, BOT, rel[lo, d], val, L)
+                    rn = _note(rec, rn, s_last, BOT, rel[lo, d], val, L)
                     for p in range(lo, hi - 1):
-                        rec, rn = _note(rec, rn, s_last, rel[p, d], rel[p + 1, d], val, L)
-                    rec, rn = _note(rec, rn, s_last, rel[hi - 1, d], TOP, val, L)
+                        rn = _note(rec, rn, s_last, rel[p, d], rel[p + 1, d], val, L)
+                    rn = _note(rec, rn, s_last, rel[hi - 1, d], TOP, val, L)
             if n + hi - lo > out.shape[0]:
                 out = _grown(out, n + hi - lo)
             for p in range(lo, hi):
@@ -320,7 +322,7 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     if pos[s] >= ahi[a, d] and not empty:
                         empty = True
                         if record and slot_rec[s]:
-                            rec, rn = _note(rec, rn, s, BOT, TOP, val, L)
+                            rn = _note(rec, rn, s, BOT, TOP, val, L)
                 if empty:
                     found = False
                     target = 0
@@ -348,7 +350,7 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     pos[s] = ahi[a, d + 1]
                     if record and slot_rec[s]:
                         k = TOP if pos[s] >= ahi[a, d] else rels[a][pos[s], d]
-                        rec, rn = _note(rec, rn, s, val[L], k, val, L)
+                        rn = _note(rec, rn, s, val[L], k, val, L)
                 have_target = False
                 target = 0
                 empty = False
@@ -365,8 +367,8 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                         target = k
                         have_target = True
                 if record and entering and not empty:
-                    rec, rn = _open_notes(rels, slot_atom, slot_depth, slot_rec, pos, s0, s1,
-                                          bound_at, target, val, L, rec, rn)
+                    rn = _open_notes(rels, slot_atom, slot_depth, slot_rec, pos, s0, s1,
+                                     bound_at, target, val, L, rec, rn)
                 while not empty:
                     agreed = True
                     for s in range(s0, s1):
@@ -379,7 +381,7 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                             if record and slot_rec[s]:
                                 k = TOP if pos[s] >= ahi[a, d] else rel[pos[s], d]
                                 t = bound_at if target == bound else target
-                                rec, rn = _note(rec, rn, s, t, k, val, L)
+                                rn = _note(rec, rn, s, t, k, val, L)
                             if pos[s] >= ahi[a, d]:
                                 empty = True
                                 break
@@ -406,7 +408,7 @@ def _lftj(rels, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth,
                     pos[s] = p
                     if record and slot_rec[s]:
                         k = TOP if p >= ahi[a, d] else rels[a][p, d]
-                        rec, rn = _note(rec, rn, s, v, k, val, L)
+                        rn = _note(rec, rn, s, v, k, val, L)
                     if p >= ahi[a, d] or rels[a][p, d] != v:
                         found = False
                         break
@@ -477,10 +479,10 @@ def _open_notes(rels, slot_atom, slot_depth, slot_rec, pos, s0, s1, bound, targe
             continue
         k = rels[slot_atom[s]][pos[s], slot_depth[s]]
         if s == best and k == target:
-            rec, rn = _note(rec, rn, s, bound, k, val, L)
+            rn = _note(rec, rn, s, bound, k, val, L)
         elif k == target:
-            rec, rn = _note(rec, rn, s, k, k, val, L)
-    return rec, rn
+            rn = _note(rec, rn, s, k, k, val, L)
+    return rn
 
 
 @njit(cache=True, nogil=True)

@@ -25,7 +25,7 @@ refused unless the rule was rewritten by ``uncast``.
 """
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -638,6 +638,20 @@ def run_lftj(args: Any, *rest: Any) -> Any:
     """``kernels.lftj`` on a plan's arguments (``CompiledRule.kernel_args``) and the rest:
     counters, the first level's range, the recording's slots and buffer."""
     return kernels.lftj(*args, *rest)
+
+
+def run_recording(run: Callable[[I64], tuple[Any, ...]], width: int, room: int
+                  ) -> tuple[Any, ...]:
+    """A recording join, ``run(rec)`` (``kernels.lftj`` or its kin: rows, n, records, their
+    number), with a buffer of ``room`` records of ``width`` columns; again with room for
+    every record it counted when they did not fit (a join never grows its buffer: see
+    ``kernels._note``). ``run`` starts its counters afresh."""
+    room = max(room, 1)  # (an empty buffer asks for no recording)
+    while True:
+        got = run(np.empty((room, width), np.int64))
+        if got[3] <= room:
+            return got
+        room = int(got[3])
 
 
 def _split(plan: "_Plan", rels: Sequence[I64],

@@ -55,7 +55,13 @@ from deltalog.engine.columnar import rules as columnar_rules
 from deltalog.engine.columnar.encoding import Codes, NotColumnar, float_values, int_table
 from deltalog.engine.columnar.evaluate import encode_table, rule_constants, rule_strings
 from deltalog.engine.columnar.rows import Relation, sorted_distinct
-from deltalog.engine.columnar.rules import Cols, CompiledRule, run_lftj, split_recording
+from deltalog.engine.columnar.rules import (
+    Cols,
+    CompiledRule,
+    run_lftj,
+    run_recording,
+    split_recording,
+)
 from deltalog.engine.columnar.strings import StoreCodes, StringCodes
 from deltalog.engine.columnar.versions import (
     CODED_TYPES,
@@ -83,6 +89,10 @@ from deltalog.engine.syntax.ast import Atom, Const, Expr
 from deltalog.engine.values import Row
 
 Unit = tuple[Any, ...]  # a body's values of the variables before the existential level
+# A recording join's first buffer (see ``run_recording``): at least this many records,
+# and at a load this many per row of the join's relations (the triangles record 3.7).
+RECORD_ROOM_MIN = 1024
+RECORD_ROOM_PER_ROW = 4
 
 
 class UnitColumns(Mapping[Unit, Env]):
@@ -328,11 +338,20 @@ def record_body(
     slot_rec = np.array([1 if indexed[a] else 0 for _, a, _ in flat], np.int64)
     nlev = len(plan.order)
     pieces = split_recording(kplan, args[0], slots[0] if slots else [])
+    # a piece's first buffer: a few records per row of the join's relations, then what
+    # the pieces done so far needed
+    room = [RECORD_ROOM_MIN + RECORD_ROOM_PER_ROW * sum(len(r) for r in args[0]) // len(
+        pieces)]
 
     def piece(i: int) -> tuple[Any, ...]:
         counts = np.zeros(kernels.N_COUNTERS, np.int64)
-        got = run_lftj(args, counts, *pieces[i], slot_rec,
-                       np.empty((1024, 3 + nlev), np.int64))
+
+        def run(rec: NDArray[np.int64]) -> tuple[Any, ...]:
+            counts[:] = 0
+            return run_lftj(args, counts, *pieces[i], slot_rec, rec)  # type: ignore[no-any-return]
+
+        got = run_recording(run, 3 + nlev, room[0])
+        room[0] = max(room[0], got[3] + got[3] // 4)
         return (*got, counts)
 
     if len(pieces) == 1:
@@ -610,6 +629,8 @@ class CommitJoin:
     store's dictionary (``strings``, which the rule's string constants are added to);
     ``epoch`` is its relabelling the codes are of (a later one: build the join again)."""
 
+    rec_room = 1024  # the buffer a recording commit starts with (then the last one's records)
+
     def __init__(self, plan: RulePlan, indexed: Sequence[bool], prog: AnalyzedProgram,
                  strings: StringCodes | None = None):
         prep = plan.prep
@@ -728,12 +749,20 @@ class CommitJoin:
                 raise NotColumnar(f"{pred} keeps no coded index")
             versions.append(coded.version(old))
         counters = np.zeros(kernels.N_COUNTERS, np.int64)
-        rec0 = np.empty((1024 if record else 0, 3 + len(self.types)), np.int64)
-        out, n, rec, rn = lftj_versions(  # type: ignore[call-arg]
-            kernels.atom_tuple([v[0] for v in versions]),
-            kernels.atom_tuple([v[1] for v in versions]),
-            kernels.atom_tuple([v[2] for v in versions]), *self.args, counters, *oracle,
-            self.slot_rec, rec0)
+        atoms = (kernels.atom_tuple([v[0] for v in versions]),
+                 kernels.atom_tuple([v[1] for v in versions]),
+                 kernels.atom_tuple([v[2] for v in versions]))
+
+        def run(rec: NDArray[np.int64]) -> tuple[Any, ...]:
+            counters[:] = 0
+            return lftj_versions(  # type: ignore[call-arg,no-any-return]
+                *atoms, *self.args, counters, *oracle, self.slot_rec, rec)
+
+        if record:  # (a buffer as large as the last commit's records)
+            out, n, rec, rn = run_recording(run, 3 + len(self.types), self.rec_room)
+            self.rec_room = max(RECORD_ROOM_MIN, int(rn))
+        else:
+            out, n, rec, rn = run(np.empty((0, 3 + len(self.types)), np.int64))
         _no_float_beyond(counters)
         stats.opens += int(counters[kernels.C_OPENS])
         stats.seeks += int(counters[kernels.C_SEEKS])

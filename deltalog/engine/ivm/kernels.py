@@ -162,7 +162,7 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                     for s in range(s0, s1):
                         if not has[s]:
                             if record and slot_rec[s]:
-                                rec, rn = _note(rec, rn, s, BOT, TOP, val, L)
+                                rn = _note(rec, rn, s, BOT, TOP, val, L)
                             done = True
                             break
                     if not done and record:
@@ -174,9 +174,9 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                             if not slot_rec[s]:
                                 continue
                             if s == best:
-                                rec, rn = _note(rec, rn, s, BOT, key[s], val, L)
+                                rn = _note(rec, rn, s, BOT, key[s], val, L)
                             elif key[s] == key[best]:
-                                rec, rn = _note(rec, rn, s, key[s], key[s], val, L)
+                                rn = _note(rec, rn, s, key[s], key[s], val, L)
                 else:
                     for s in range(s0, s1):
                         a = slot_atom[s]
@@ -187,8 +187,8 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                             pm[s], _gallop(rp[a], d, pp[s], phi[a, d], lo),
                             bhi[a, d], mhi[a, d], phi[a, d])
                         if record and slot_rec[s]:
-                            rec, rn = _note(rec, rn, s, lo, key[s] if has[s] else TOP,
-                                            val, L)
+                            rn = _note(rec, rn, s, lo, key[s] if has[s] else TOP, val,
+                                       L)
                         if not has[s]:
                             done = True
                             break
@@ -204,7 +204,7 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                         pm[s], _past(rp[a], d, pp[s], phi[a, d], w),
                         bhi[a, d], mhi[a, d], phi[a, d])
                     if record and slot_rec[s]:
-                        rec, rn = _note(rec, rn, s, w, key[s] if has[s] else TOP, val, L)
+                        rn = _note(rec, rn, s, w, key[s] if has[s] else TOP, val, L)
                     if not has[s]:
                         done = True
             target = 0
@@ -236,8 +236,8 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                             pm[s], _gallop(rp[a], d, pp[s], phi[a, d], target),
                             bhi[a, d], mhi[a, d], phi[a, d])
                         if record and slot_rec[s]:
-                            rec, rn = _note(rec, rn, s, target, key[s] if has[s] else TOP,
-                                            val, L)
+                            rn = _note(rec, rn, s, target, key[s] if has[s] else TOP,
+                                       val, L)
                         if not has[s]:
                             done = True
                             break
@@ -276,7 +276,7 @@ def _lftj_versions(rb, rm, rp, lev_kind, lev_arg, lev_ptr, slot_atom, slot_depth
                         _gallop(rp[a], d, plo[a, d], phi[a, d], v),
                         bhi[a, d], mhi[a, d], phi[a, d])
                     if record and slot_rec[s]:
-                        rec, rn = _note(rec, rn, s, v, key[s] if has[s] else TOP, val, L)
+                        rn = _note(rec, rn, s, v, key[s] if has[s] else TOP, val, L)
                     if not has[s] or key[s] != v:
                         found = False
                         break

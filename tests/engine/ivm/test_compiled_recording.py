@@ -188,6 +188,109 @@ def test_a_recording_split_over_threads_records_what_the_whole_join_records(
             assert split.relation(p) == want_now[p], (p, deltas)
 
 
+@given(program=compiled_programs(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_a_recording_buffer_too_small_is_run_again_with_room_for_all(program, data):
+    """A recording join counts the records past its buffer's end without writing them and
+    is run again with room for all (``rules.run_recording``): with buffers of one record
+    at the load and at every commit, the intervals, the commits' answers and their work
+    are those of an engine whose buffers had room."""
+    typ, text = program
+    note(text)
+    prog = load_program(text)
+    loaded = _data(data.draw, typ, LOADED)
+    _, want = _recorded(prog, loaded, 1)
+    roomy = IncrementalEngine(prog, loaded, "sensitivity")
+    runs = Counter[str]()
+    real = rules.run_recording
+
+    def counted(run: Any, width: int, room: int) -> Any:
+        def once(rec: Any) -> Any:
+            runs["join"] += 1
+            return run(rec)
+
+        runs["recording"] += 1
+        return real(once, width, room)
+
+    join = compiled_module.CommitJoin
+    saved = (compiled_module.RECORD_ROOM_MIN, compiled_module.RECORD_ROOM_PER_ROW,
+             join.rec_room)
+    compiled_module.RECORD_ROOM_MIN = compiled_module.RECORD_ROOM_PER_ROW = 0
+    join.rec_room = 1
+    compiled_module.run_recording = counted  # type: ignore[assignment]
+    try:
+        tight, got = _recorded(prog, loaded, 1)
+        assert got == want
+        value = st.sampled_from(VALUES[typ])
+        for _ in range(3):
+            deltas: dict[str, dict[tuple[Any, ...], int]] = {}
+            for _ in range(data.draw(st.integers(1, 4))):
+                name = data.draw(st.sampled_from(["e", "f", "u"]))
+                row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
+                deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+            assert tight.apply(deltas) == roomy.apply(deltas), deltas
+            assert tight.last_stats.work == roomy.last_stats.work
+            for p in prog.idb:
+                assert tight.relation(p) == roomy.relation(p), p
+    finally:
+        (compiled_module.RECORD_ROOM_MIN, compiled_module.RECORD_ROOM_PER_ROW,
+         join.rec_room) = saved
+        compiled_module.run_recording = real  # type: ignore[assignment]
+    event(f"joins run again: {min(runs['join'] - runs['recording'], 3)}")
+
+
+def test_a_triangle_recording_past_its_first_buffer_is_run_once_more():
+    """The load's buffer sized for a tenth of what the triangles record, and a commit's for
+    none: each recording join runs twice, and records what a roomy one records."""
+    prog = load_program(".decl e(x: int, y: int)\ntri(x, y, z) :- e(x, y), e(y, z), e(x, z).")
+    edges = _random_edges(11, 60, 400)
+    _, want = _recorded(prog, {"e": edges}, 1)
+    roomy = IncrementalEngine(prog, {"e": edges}, "sensitivity")
+    runs: list[int] = []
+    real = rules.run_recording
+
+    def counted(run: Any, width: int, room: int) -> Any:
+        def once(rec: Any) -> Any:
+            got = run(rec)
+            runs.append(len(rec))
+            return got
+
+        return real(once, width, room)
+
+    join = compiled_module.CommitJoin
+    saved = (compiled_module.RECORD_ROOM_MIN, compiled_module.RECORD_ROOM_PER_ROW,
+             join.rec_room)
+    compiled_module.RECORD_ROOM_MIN, compiled_module.RECORD_ROOM_PER_ROW = 0, 0
+    compiled_module.run_recording = counted  # type: ignore[assignment]
+    try:
+        total = sum(len(index) for _, _, index in want)
+        compiled_module.RECORD_ROOM_MIN = total // 10
+        tight, got = _recorded(prog, {"e": edges}, 1)
+        assert got == want
+        assert len(runs) == 2 and runs[0] == total // 10 < runs[1]
+        runs.clear()
+        join.rec_room = 1
+        compiled_module.RECORD_ROOM_MIN = 0
+        change = {"e": {(1, 2): 1, (2, 3): 1, (1, 3): 1}}
+        assert tight.apply(change) == roomy.apply(change)
+        assert tight.last_stats.work == roomy.last_stats.work
+        assert len(runs) >= 2 and runs[0] == 1 < runs[1]
+    finally:
+        (compiled_module.RECORD_ROOM_MIN, compiled_module.RECORD_ROOM_PER_ROW,
+         join.rec_room) = saved
+        compiled_module.run_recording = real  # type: ignore[assignment]
+    assert tight.relation("tri") == evaluate(prog, {"e": edges | {(1, 2), (2, 3), (1, 3)}}
+                                             )["tri"]
+
+
+def _random_edges(seed: int, nodes: int, count: int) -> set[tuple[int, int]]:
+    rng = random.Random(seed)
+    edges: set[tuple[int, int]] = set()
+    while len(edges) < count:
+        edges.add((rng.randrange(nodes), rng.randrange(nodes)))
+    return edges
+
+
 def test_a_split_recording_of_triangles_cuts_where_the_leapfrog_agrees():
     """On a graph large enough to split by default: the pieces' intervals are the whole
     join's, and each piece after the first starts at a node with edges out."""
