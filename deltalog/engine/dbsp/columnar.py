@@ -64,12 +64,13 @@ the commit is done, however deep the old facts go. The loops that walk touched f
 at a time (hash probes, births gathered and merged, ↑↑H decisions, a view's ranges
 checked by depth) are compiled with numba (``deltalog.engine.dbsp.kernels``); the rest
 is whole-array numpy. A linear binary closure (``Linear``: one rule copying an input,
-one joining the relation with an input on one variable) whose inputs change by a few
-rows (``FUSED_MAX``) runs its whole inner loop in one compiled call instead
-(``deltalog.engine.dbsp.linear``): the same iterations, facts and ids, without the tens
-of numpy calls per iteration that a change of one edge otherwise costs, and reading the
-rows the changed input joins once per commit (in the relation's old version, grouped by
-depth) where the generic steps read them at every iteration.
+one joining the relation with an input on one variable) runs a commit's whole inner
+loop in one compiled call instead (``deltalog.engine.dbsp.linear``): the same
+iterations, facts and ids, without the tens of numpy calls per iteration that a change
+of one edge otherwise costs, and reading the rows the changed input joins once per
+commit (in the relation's old version, grouped by depth) where the generic steps read
+them at every iteration; as fast or faster on changes of any size (to 1,000 rows
+reaching 2.9 million facts).
 
 A non-recursive stratum (whose functional heads, if any, have a key of one column) has
 every fact at depth 0 with one derivation count, which a commit's Δc[0] changes: it
@@ -164,11 +165,6 @@ PATCH_MAX = 4096
 # and so is summing a Z-set of at most four times as many pairs; larger ones use numpy
 # (whose searches of sorted prefixes share their bounds, and whose sort is faster).
 SMALL = 64
-# A linear binary closure's commit runs its inner loop compiled (``linear``) when its
-# inputs change by at most this many rows: a larger change takes the generic steps,
-# whose whole-array numpy passes cost little beside its work (and beat the compiled
-# loop's row-at-a-time lookups when a change reaches 10^5 facts).
-FUSED_MAX = 16
 LINEAR_ROOM = 4096  # the touched facts' arrays a compiled loop starts with (then grown)
 LINEAR_KEEP = 1 << 16  # and keeps for the next commit when they have room for at most this
 _E64: I64 = np.zeros(0, np.int64)
@@ -2451,8 +2447,7 @@ class ColumnarStratum:
                 self._set_delta(name, change)
         if self.counted:
             return self._apply_counted()
-        if self.linear is not None and self.fused and sum(
-                len(d[0]) for d in self._input_delta.values()) <= FUSED_MAX:
+        if self.linear is not None and self.fused:
             return self._apply_linear(self.linear)
         self._touched = {p: _Touched() for p in self.rels}
         self._term_depths = {}
