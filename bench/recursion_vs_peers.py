@@ -138,6 +138,19 @@ def _reaches(succ: dict[int, set[int]], a: int, b: int) -> bool:
     return False
 
 
+def _draw_edge(rng: random.Random, nodes: list[int], taken: set[Edge],
+               succ: dict[int, set[int]], no_new_cycles: bool) -> Edge:
+    """A random edge between two of ``nodes``, not a self-loop, not in ``taken``; with
+    ``no_new_cycles``, none that closes a cycle of ``succ``."""
+    while True:
+        a, b = rng.choice(nodes), rng.choice(nodes)
+        if a == b or (a, b) in taken:
+            continue
+        if no_new_cycles and _reaches(succ, b, a):
+            continue
+        return (a, b)
+
+
 def change_script(edges: list[Edge], no_new_cycles: bool, seed: int = 20261123
                   ) -> list[tuple[str, Change]]:
     """10 present edges deleted and 10 new ones inserted (one batch); then one new edge
@@ -153,15 +166,10 @@ def change_script(edges: list[Edge], no_new_cycles: bool, seed: int = 20261123
         succ.setdefault(a, set()).add(b)
 
     def fresh() -> Edge:
-        while True:
-            a, b = rng.choice(nodes), rng.choice(nodes)
-            if a == b or (a, b) in after or (a, b) in present:
-                continue
-            if no_new_cycles and _reaches(succ, b, a):
-                continue
-            after.add((a, b))
-            succ.setdefault(a, set()).add(b)
-            return (a, b)
+        e = _draw_edge(rng, nodes, after | present, succ, no_new_cycles)
+        after.add(e)
+        succ.setdefault(e[0], set()).add(e[1])
+        return e
 
     inserted = [fresh() for _ in range(10)]
     batch: Change = {e: -1 for e in deleted} | {e: 1 for e in inserted}
@@ -188,12 +196,7 @@ def spread_edges(edges: list[Edge], steps: list[tuple[str, Change]], no_new_cycl
         succ.setdefault(a, set()).add(b)
     out: list[Edge] = []
     while len(out) < SPREAD:
-        a, b = rng.choice(nodes), rng.choice(nodes)
-        if a == b or (a, b) in present or (a, b) in out:
-            continue
-        if no_new_cycles and _reaches(succ, b, a):
-            continue
-        out.append((a, b))
+        out.append(_draw_edge(rng, nodes, present | set(out), succ, no_new_cycles))
     return out
 
 

@@ -1545,11 +1545,6 @@ def _distinct(a: NDArray[Any]) -> NDArray[Any]:
     return out[keep]
 
 
-def _trim(h: I64) -> I64:
-    nz = np.flatnonzero(h)
-    return h[: nz[-1] + 1] if len(nz) else _E64
-
-
 def _with_room(arr: NDArray[Any], n: int) -> NDArray[Any]:
     """``arr`` with room for n entries (doubling)."""
     if n <= len(arr):
@@ -1602,15 +1597,14 @@ class _Touched:
 @dataclass(frozen=True)
 class Linear:
     """A linear binary closure (``linear``): P's one rule copying input ``base`` (its
-    columns swapped: ``base_swap``) and its one recursive rule joining P (atom
-    ``p_atom``, join column ``jp``) with input ``edge`` (join column ``je``) on one
-    variable, whose head's first column is P's other variable (``pfirst``) or E's."""
+    columns swapped: ``base_swap``) and its one recursive rule joining P (join column
+    ``jp``) with input ``edge`` (join column ``je``) on one variable, in either order,
+    whose head's first column is P's other variable (``pfirst``) or E's."""
 
     pred: str
     base: str
     base_swap: bool
     edge: str
-    p_atom: int
     jp: int
     je: int
     pfirst: bool
@@ -1646,7 +1640,7 @@ def _linear(prog: AnalyzedProgram, base: Sequence[_CRule], recursive: Sequence[_
     eother = next(v for v in e_atom.vars if v != y)
     if set(r.head) != {pother, eother} or len(set(r.head)) != 2:
         return None
-    return Linear(pred, b.atoms[0].pred, b.head[0] != b.atoms[0].vars[0], e_atom.pred, j,
+    return Linear(pred, b.atoms[0].pred, b.head[0] != b.atoms[0].vars[0], e_atom.pred,
                   p_atom.vars.index(y), e_atom.vars.index(y), r.head[0] == pother)
 
 
@@ -2361,14 +2355,15 @@ class ColumnarStratum:
                 for k, bt, _ in parts:
                     if len(k):
                         bh[int(bt[0])] += len(k)
-                rel.bhist = _trim(bh)
+                rel.bhist = kernels.trim_zeros(bh)
             # from ids in derivation order to positions in key order (the main part's ids)
             kid = rel.kid if rel.kid is not None else np.arange(n, dtype=np.int64)
             place = np.empty(n, np.int64)
             place[kid] = np.arange(n, dtype=np.int64)
             alts = {layout: [alt[0], place[alt[1]], *alt[2:]] for layout, alt in rel.alts.items()}
             rel.set_main(rel.keys, rel.depth[kid], bstart, blen, alts=alts)
-            rel.hist = _trim(np.array([len(new) for new in layers[pred]], np.int64))
+            rel.hist = kernels.trim_zeros(
+                np.array([len(new) for new in layers[pred]], np.int64))
         self.work = self._work(t + 1, sum(len(r.keys) for r in self.rels.values()))
         for pred, rel in self.rels.items():
             if self.prog.schemas[pred].functional:  # (sorted: one message whatever the order)

@@ -282,7 +282,7 @@ def _histogram(h, top):
 
 
 @njit(cache=True, nogil=True)
-def _trimmed(h):
+def trim_zeros(h):
     """``h`` without its trailing zeros."""
     m = h.shape[0]
     while m and h[m - 1] == 0:
@@ -328,7 +328,7 @@ def settle(n, t_ids, t_old, t_new, t_glen, g_t, g_n, nb_t, nb_len, hist, bhist, 
         slot[f] = -1
         if w != NONE and nb_len[s] > t_glen[s]:
             moved += nb_len[s]
-    return _trimmed(h), _trimmed(bh), moved, True
+    return trim_zeros(h), trim_zeros(bh), moved, True
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -495,6 +495,7 @@ def warm() -> None:
     write_births(0, i64, i32, i64, i64, i32, i64, 0, i64.copy(), i64.copy(), i32.copy(),
                  i64.copy())
     settle(0, i64, i32, i32, i64, i32, 0, i32, i64, i64, i64, i32.copy(), i64.copy())
+    trim_zeros(i64)
     expand(i64, i64[:0], i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64, i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64[:0], i32[:0], 0, 0, i64, i64, i64.copy(), i64.copy())

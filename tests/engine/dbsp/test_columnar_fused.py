@@ -116,7 +116,7 @@ def test_a_single_edge_takes_the_compiled_loop():
     prog = load_program(TC)
     engine = IncrementalEngine(prog, {"e": {(0, 1), (1, 2), (2, 3)}})
     m = _stratum(engine)
-    assert m.linear == Linear("path", "e", False, "e", 0, 1, 0, True)
+    assert m.linear == Linear("path", "e", False, "e", 1, 0, True)
     engine.apply({"e": {(3, 4): 1}})
     work = engine.last_stats.work
     assert work["fused_commits"] == 1 and work["facts_touched"] == 4

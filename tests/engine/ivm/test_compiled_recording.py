@@ -144,6 +144,17 @@ def test_compiled_recording_maintains_like_recompute_and_the_tuple_join(program,
 
 
 
+def _draw_deltas(data: Any, typ: str) -> dict[str, dict[tuple[Any, ...], int]]:
+    """One to four changed rows of e, f and u, of any of the type's values."""
+    value = st.sampled_from(VALUES[typ])
+    deltas: dict[str, dict[tuple[Any, ...], int]] = {}
+    for _ in range(data.draw(st.integers(1, 4))):
+        name = data.draw(st.sampled_from(["e", "f", "u"]))
+        row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
+        deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+    return deltas
+
+
 def _recorded(prog: Any, data: dict[str, set[tuple[Any, ...]]], threads: int) -> Any:
     """A load's engine, its recording join split over ``threads`` threads wherever it can
     be (1: never), and every index's intervals, in the order its part keeps them."""
@@ -172,13 +183,8 @@ def test_a_recording_split_over_threads_records_what_the_whole_join_records(
     whole, want = _recorded(prog, loaded, 1)
     assert got == want
     current = {k: set(v) for k, v in loaded.items()}
-    value = st.sampled_from(VALUES[typ])
     for _ in range(3):
-        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
-        for _ in range(data.draw(st.integers(1, 4))):
-            name = data.draw(st.sampled_from(["e", "f", "u"]))
-            row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
-            deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+        deltas = _draw_deltas(data, typ)
         assert split.apply(deltas) == whole.apply(deltas), deltas
         for name, d in deltas.items():
             for row, w in d.items():
@@ -221,13 +227,8 @@ def test_a_recording_buffer_too_small_is_run_again_with_room_for_all(program, da
     try:
         tight, got = _recorded(prog, loaded, 1)
         assert got == want
-        value = st.sampled_from(VALUES[typ])
         for _ in range(3):
-            deltas: dict[str, dict[tuple[Any, ...], int]] = {}
-            for _ in range(data.draw(st.integers(1, 4))):
-                name = data.draw(st.sampled_from(["e", "f", "u"]))
-                row = tuple(data.draw(value) for _ in range(1 if name == "u" else 2))
-                deltas.setdefault(name, {})[row] = data.draw(st.sampled_from([1, -1]))
+            deltas = _draw_deltas(data, typ)
             assert tight.apply(deltas) == roomy.apply(deltas), deltas
             assert tight.last_stats.work == roomy.last_stats.work
             for p in prog.idb:
