@@ -716,18 +716,6 @@ def _ranges(lo: I64, hi: I64) -> tuple[I64, I64]:
     return owner, np.arange(total, dtype=np.int64) + start
 
 
-def _overlay(pk: I64, pd: I32, dk: I64, dd: I32) -> tuple[I64, I32]:
-    """The patch (sorted keys ``pk`` with depths ``pd``) with (``dk``, ``dd``) laid over
-    it: their entries replace those of the same keys. Sorted."""
-    if not len(pk):
-        return dk, dd
-    _, hit = _find(dk, pk)
-    k = np.concatenate([pk[~hit], dk])
-    d = np.concatenate([pd[~hit], dd])
-    order = np.argsort(k, kind="stable")
-    return k[order], d[order]
-
-
 def _positions(sorted_keys: I64, keys: I64) -> I64:
     """Where ``keys`` go in ``sorted_keys``, as ``np.searchsorted`` answers, by a compiled
     galloping search (``kernels.gallop``): a linear merge for sorted keys when both are
@@ -1363,18 +1351,14 @@ class _Rel:
         keys, ids = keys[alive], ids[alive]
         self.set_main(keys, self.depth[ids], self.bstart[ids], self.blen[ids])
 
-    def pool_write(self, n: int) -> int:
-        """Room for n more pool entries; returns where they start."""
-        at = self.pool_n
-        if at + n > len(self.pool_t):
-            if self.pool_n > 2 * self.live + POOL_SLACK:
-                self.compact()
-                at = self.pool_n
-            if at + n > len(self.pool_t):
-                self.pool_t = _grown(self.pool_t, at + n, 0)
-                self.pool_w = _grown(self.pool_w, at + n, 0)
-        self.pool_n = at + n
-        return at
+    def pool_room(self, n: int) -> None:
+        """Room for n more pool entries past ``pool_n`` (dropping the entries no fact
+        owns first, when they are many)."""
+        if self.pool_n + n > len(self.pool_t) and self.pool_n > 2 * self.live + POOL_SLACK:
+            self.compact()
+        if self.pool_n + n > len(self.pool_t):
+            self.pool_t = _grown(self.pool_t, self.pool_n + n, 0)
+            self.pool_w = _grown(self.pool_w, self.pool_n + n, 0)
 
     def compact(self) -> None:
         """Drop the pool entries no fact owns (left by births that moved or ended)."""
@@ -1574,6 +1558,14 @@ class _Touched:
         # (``linear.linear_loop``) Δδo[t-1] by slot, and the log of Δc as arrays
         self.last_s, self.last_w = _E64, _E64
         self.log_s, self.log_t, self.log_w = _E64, _E32, _E64
+        # (``kernels.commit_births``) the births after the commit, by slot
+        self.nb_start, self.nb_len, self.nb_t, self.nb_w = _E64, _E64, _E32, _E64
+
+    def births_room(self, facts: int, entries: int) -> None:
+        """Room for the births after the commit of ``facts`` facts, ``entries`` in all."""
+        self.nb_start, self.nb_len = _with_room(self.nb_start, facts), _with_room(
+            self.nb_len, facts)
+        self.nb_t, self.nb_w = _with_room(self.nb_t, entries), _with_room(self.nb_w, entries)
 
     def log_room(self, entries: int) -> None:
         """(``linear.linear_loop``) Room for ``entries`` in the log arrays."""
@@ -1829,7 +1821,7 @@ class ColumnarStratum:
         keys = self._input_keys(pred, layout)
         pk, pd = self.input_patch[pred][layout]
         if new:
-            pk, pd = _overlay(pk, pd, *self._input_delta_in(pred, layout))
+            pk, pd = kernels.overlay(pk, pd, *self._input_delta_in(pred, layout))
         view = _View([(keys, None)], None, pk, pd) if len(pk) else _View([(keys, None)], None)
         if views is not None:
             views[(pred, layout, new)] = view
@@ -2773,10 +2765,10 @@ class ColumnarStratum:
             ins = (old == NONE) & (new != NONE)
             era = (old != NONE) & (new == NONE)
             d: Delta = {}
-            for row in self._decode(pred, keys[ins]):
-                d[row] = 1
-            for row in self._decode(pred, keys[era]):
-                d[row] = -1
+            if ins.any():
+                d.update(dict.fromkeys(self._decode(pred, keys[ins]), 1))
+            if era.any():
+                d.update(dict.fromkeys(self._decode(pred, keys[era]), -1))
             if d:
                 out[pred] = d
         for pred, tc in self._touched.items():
@@ -2833,39 +2825,33 @@ class ColumnarStratum:
         self._input_delta = {}
 
     @staticmethod
-    def _new_births(tc: _Touched) -> tuple[I64, I64, I32, I64]:
-        """The births of the touched facts after the commit: by slot, (start, length)
-        into (t, count) arrays, sorted by t within a slot."""
+    def _update(rel: _Rel, tc: _Touched) -> None:
+        """Depths, births and histograms of the touched facts become the new state
+        (``kernels.commit_births``, again after the pool makes room). A fact that leaves
+        stays as a tombstone (depth NONE, no births)."""
         n = tc.n
-        log_s = np.concatenate([e[0] for e in tc.log])
-        log_t = np.concatenate([e[1] for e in tc.log])
-        log_w = np.concatenate([e[2] for e in tc.log])
-        start, length = np.empty(n, np.int64), np.empty(n, np.int64)
-        nb_t = np.empty(tc.g_n + len(log_s), np.int32)
-        nb_w = np.empty(tc.g_n + len(log_s), np.int64)
-        if not kernels.merge_births(n, tc.gstart, tc.glen, tc.g_t, tc.g_w, log_s, log_t,
-                                    log_w, start, length, nb_t, nb_w):
-            raise AssertionError("negative derivation count")
-        total = int(start[-1] + length[-1]) if n else 0
-        return start, length, nb_t[:total], nb_w[:total]
-
-    def _update(self, rel: _Rel, tc: _Touched) -> None:
-        """Depths, births and histograms of the touched facts become the new state. A
-        fact that leaves stays as a tombstone (depth NONE, no births)."""
-        n = tc.n
-        start, new_len, bt, bw = self._new_births(tc)
-        ids, new = tc.ids[:n], tc.new[:n]
-        old_len = tc.glen[:n]
-        rel.hist, rel.bhist, moved, ok = kernels.settle(
-            n, ids, tc.old[:n], new, old_len, tc.g_t, tc.g_n, bt, new_len, rel.hist, rel.bhist,
-            rel.depth, rel.slot)
-        if not ok:
-            raise AssertionError("births and membership disagree")
-        # births: every touched fact gets its new slice (in place when it fits)
-        base = rel.pool_write(int(moved)) if moved else 0
-        written = kernels.write_births(n, ids, new, new_len, start, bt, bw, base,
-                                       rel.bstart, rel.blen, rel.pool_t, rel.pool_w)
-        rel.live += int(written) - int(old_len.sum())
+        if len(tc.log) == 1:
+            log_s, log_t, log_w = tc.log[0]
+        else:
+            log_s = np.concatenate([e[0] for e in tc.log])
+            log_t = np.concatenate([e[1] for e in tc.log])
+            log_w = np.concatenate([e[2] for e in tc.log])
+        tc.births_room(n, tc.g_n + len(log_s))
+        while True:
+            rel.hist, rel.bhist, outcome, end, live = kernels.commit_births(
+                n, tc.ids, tc.old, tc.new, tc.gstart, tc.glen, tc.g_t, tc.g_w, tc.g_n,
+                log_s, log_t, log_w, tc.nb_start, tc.nb_len, tc.nb_t, tc.nb_w, rel.hist,
+                rel.bhist, rel.depth, rel.slot, rel.bstart, rel.blen, rel.pool_t,
+                rel.pool_w, rel.pool_n)
+            if outcome == kernels.BIRTHS_DONE:
+                break
+            if outcome != kernels.BIRTHS_ROOM:
+                raise AssertionError("negative derivation count" if outcome ==
+                                     kernels.BIRTHS_NEGATIVE else
+                                     "births and membership disagree")
+            rel.pool_room(int(end))
+        rel.pool_n = int(end)
+        rel.live += int(live)
         dead = rel.n_ids - int(rel.hist.sum())
         if dead > max(PURGE_MIN, rel.n_ids // 4) or len(rel.ykeys) + len(rel.nkeys) > max(
                 YOUNG_MIN, len(rel.keys) // 8):
@@ -2879,10 +2865,9 @@ class ColumnarStratum:
         for pred in self._input_delta:
             by, patches = self.input_keys[pred], self.input_patch[pred]
             for layout, keys in by.items():
-                pk, pd = _overlay(*patches[layout], *self._input_delta_in(pred, layout))
-                _, held = _find(keys, pk)
-                differs = (pd == 0) != held  # the patch holds what the keys do not say
-                pk, pd = pk[differs], pd[differs]
+                # (the patch keeps what the keys do not say)
+                pk, pd = kernels.repatch(keys, *patches[layout],
+                                         *self._input_delta_in(pred, layout))
                 if len(pk) > PATCH_MAX:
                     pos, hit = _find(keys, pk[pd == NONE])
                     keys = np.delete(keys, pos[hit])

@@ -205,9 +205,9 @@ def decide(t, n, t_ids, t_new, t_dec, t_dr, t_rold, t_gstart, t_glen, t_gnext,
             ndepth[t_ids[s]] = t
 
 
-@njit(cache=True, nogil=True)
-def merge_births(n, t_gstart, t_glen, g_t, g_w, log_slot, log_t, log_w,
-                 nb_start, nb_len, nb_t, nb_w):
+@njit(cache=True, nogil=True, inline="always")
+def _merge_births(n, t_gstart, t_glen, g_t, g_w, log_slot, log_t, log_w, nb_start, nb_len,
+                  nb_t, nb_w):
     """The births of each touched slot after the commit: its old births (sorted by t)
     plus its Δc entries (in the order of t, one per t), summed by t, zeros dropped, into
     nb_t/nb_w from nb_start[s] (nb_len[s] entries). Returns False on a negative count."""
@@ -251,29 +251,6 @@ def merge_births(n, t_gstart, t_glen, g_t, g_w, log_slot, log_t, log_w,
 
 
 @njit(cache=True, nogil=True)
-def write_births(n, t_ids, t_new, new_len, nb_start, nb_t, nb_w, base, bstart, blen,
-                 pool_t, pool_w):
-    """Each touched fact's new births into the pool: in place when they fit in its old
-    slice, else from ``base`` on (room made by the caller). Returns the entries written."""
-    written = 0
-    for s in range(n):
-        f = t_ids[s]
-        k = new_len[s]
-        if t_new[s] != NONE:
-            if k > blen[f]:
-                bstart[f] = base
-                base += k
-            b0 = bstart[f]
-            src = nb_start[s]
-            for j in range(k):
-                pool_t[b0 + j] = nb_t[src + j]
-                pool_w[b0 + j] = nb_w[src + j]
-            written += k
-        blen[f] = k
-    return written
-
-
-@njit(cache=True, nogil=True)
 def _histogram(h, top):
     """A copy of histogram ``h`` with room for values up to ``top``."""
     out = np.zeros(max(h.shape[0], top + 1), np.int64)
@@ -290,32 +267,53 @@ def trim_zeros(h):
     return h[:m]
 
 
+# ``commit_births``'s outcomes
+BIRTHS_DONE, BIRTHS_ROOM, BIRTHS_NEGATIVE, BIRTHS_MISMATCH = 0, 1, 2, 3
+
+
 @njit(cache=True, nogil=True)
-def settle(n, t_ids, t_old, t_new, t_glen, g_t, g_n, nb_t, nb_len, hist, bhist, depth,
-           slot):
-    """The touched facts' new depths become the state (``depth``, ``slot`` -1) and the
-    histograms follow: ``hist`` (members by depth) by the depths that changed, ``bhist``
-    (births by t) less the old births gathered (g_t[:g_n]) plus the new ones (nb_t).
-    Returns (hist, bhist, pool entries needed by facts whose births outgrow their slice,
-    ok); not ok (a member without births or births without membership): nothing changed."""
+def commit_births(n, t_ids, t_old, t_new, t_gstart, t_glen, g_t, g_w, g_n, log_s, log_t,
+                  log_w, nb_start, nb_len, nb_t, nb_w, hist, bhist, depth, slot, bstart,
+                  blen, pool_t, pool_w, pool_n):
+    """The end of a commit, in one call: the touched facts' births after it (their old
+    births plus the log of Δc, ``_merge_births``, into the scratch nb_*: room for
+    g_n + len(log_s) entries), then their new depths become the state (``depth``,
+    ``slot`` -1), the histograms follow (``hist``: members by depth; ``bhist``: births by
+    t, less the old births gathered, g_t[:g_n], plus the new ones), and each fact's
+    births go to the pool: in place when they fit its old slice, else from ``pool_n`` on.
+
+    Returns (hist, bhist, outcome, pool_n, live): ``BIRTHS_DONE`` with the pool's new end
+    and the change in live pool entries; ``BIRTHS_ROOM`` when the pool lacks room (pool_n:
+    the entries needed past its end); ``BIRTHS_NEGATIVE`` (a negative count) or
+    ``BIRTHS_MISMATCH`` (a member without births, or births without membership). Only
+    ``BIRTHS_DONE`` changes anything."""
+    if not _merge_births(n, t_gstart, t_glen, g_t, g_w, log_s, log_t, log_w, nb_start,
+                         nb_len, nb_t, nb_w):
+        return hist, bhist, BIRTHS_NEGATIVE, pool_n, 0
+    total = nb_start[n - 1] + nb_len[n - 1] if n else 0
     top = -1
+    moved = 0
     for s in range(n):
         o, w = t_old[s], t_new[s]
         if (w != NONE) != (nb_len[s] != 0):
-            return hist, bhist, 0, False
+            return hist, bhist, BIRTHS_MISMATCH, pool_n, 0
         if o != NONE:
             top = max(top, o)
         if w != NONE:
             top = max(top, w)
-    for i in range(nb_t.shape[0]):
+            if nb_len[s] > blen[t_ids[s]]:
+                moved += nb_len[s]
+    if pool_n + moved > pool_t.shape[0]:
+        return hist, bhist, BIRTHS_ROOM, moved, 0
+    for i in range(total):
         top = max(top, nb_t[i])
     h = _histogram(hist, top)
     bh = _histogram(bhist, top)
     for i in range(g_n):
         bh[g_t[i]] -= 1
-    for i in range(nb_t.shape[0]):
+    for i in range(total):
         bh[nb_t[i]] += 1
-    moved = 0
+    live = 0
     for s in range(n):
         o, w = t_old[s], t_new[s]
         if o != w:
@@ -326,9 +324,20 @@ def settle(n, t_ids, t_old, t_new, t_glen, g_t, g_n, nb_t, nb_len, hist, bhist, 
         f = t_ids[s]
         depth[f] = w
         slot[f] = -1
-        if w != NONE and nb_len[s] > t_glen[s]:
-            moved += nb_len[s]
-    return trim_zeros(h), trim_zeros(bh), moved, True
+        k = nb_len[s]
+        live -= t_glen[s]
+        if w != NONE:
+            if k > blen[f]:
+                bstart[f] = pool_n
+                pool_n += k
+            b0 = bstart[f]
+            src = nb_start[s]
+            for j in range(k):
+                pool_t[b0 + j] = nb_t[src + j]
+                pool_w[b0 + j] = nb_w[src + j]
+            live += k
+        blen[f] = k
+    return trim_zeros(h), trim_zeros(bh), BIRTHS_DONE, pool_n, live
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -483,6 +492,8 @@ def warm() -> None:
     pair_get(tk, np.zeros(1024, np.int64), 10, i64, i64, i64.copy())
     sum_by_key(i64, i64)
     gallop(i64, i64, i64.copy())
+    overlay(i64, i32, i64, i32)
+    repatch(i64, i64, i32, i64, i32)
     merge_ids(i64, i64, i64[:0], i64[:0])
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
@@ -490,11 +501,9 @@ def warm() -> None:
           i64[:0].copy())
     decide(0, 0, i64, i32.copy(), np.zeros(2, np.bool_), i64, i64.copy(), i64, i64,
            i64.copy(), i32, i64, i32.copy())
-    merge_births(0, i64, i64, i32, i64, i64[:0], i32[:0], i64[:0], i64.copy(), i64.copy(),
-                 i32.copy(), i64.copy())
-    write_births(0, i64, i32, i64, i64, i32, i64, 0, i64.copy(), i64.copy(), i32.copy(),
-                 i64.copy())
-    settle(0, i64, i32, i32, i64, i32, 0, i32, i64, i64, i64, i32.copy(), i64.copy())
+    commit_births(0, i64, i32, i32, i64, i64, i32, i64, 0, i64[:0], i32[:0], i64[:0],
+                  i64.copy(), i64.copy(), i32.copy(), i64.copy(), i64, i64, i32.copy(),
+                  i64.copy(), i64.copy(), i64.copy(), i32.copy(), i64.copy(), 0)
     trim_zeros(i64)
     expand(i64, i64[:0], i32, 0, 0, i64, i64, i64.copy(), i64.copy())
     expand(i64, i64, i32, 0, 0, i64, i64, i64.copy(), i64.copy())
@@ -505,6 +514,47 @@ def warm() -> None:
                         i64[:0], i32[:0])
     pages.warm()  # (the store's lookups of the rows this kernel gives it)
     _warm = True
+
+
+@njit(cache=True, nogil=True)
+def overlay(pk, pd, dk, dd):
+    """A patch (sorted distinct keys ``pk``, depths ``pd``) with (``dk``, ``dd``), sorted
+    and distinct too, laid over it: their entries replace those of the same keys (a
+    merge). Sorted."""
+    n, m = pk.shape[0], dk.shape[0]
+    ok = np.empty(n + m, np.int64)
+    od = np.empty(n + m, np.int32)
+    i = j = c = 0
+    while i < n or j < m:
+        if j >= m or (i < n and pk[i] < dk[j]):
+            ok[c] = pk[i]
+            od[c] = pd[i]
+            i += 1
+        else:
+            if i < n and pk[i] == dk[j]:
+                i += 1
+            ok[c] = dk[j]
+            od[c] = dd[j]
+            j += 1
+        c += 1
+    return ok[:c], od[:c]
+
+
+@njit(cache=True, nogil=True)
+def repatch(keys, pk, pd, dk, dd):
+    """An input's patch after a commit: the change (``dk``, ``dd``) laid over the patch
+    (``overlay``), less the entries that say what the sorted ``keys`` say already (a key
+    come, depth 0, that they hold; a key gone, NONE, that they do not)."""
+    ok, od = overlay(pk, pd, dk, dd)
+    kept = 0
+    for i in range(ok.shape[0]):
+        at = lower_in(keys, ok[i], 0, keys.shape[0])
+        held = at < keys.shape[0] and keys[at] == ok[i]
+        if (od[i] == 0) != held:
+            ok[kept] = ok[i]
+            od[kept] = od[i]
+            kept += 1
+    return ok[:kept], od[:kept]
 
 
 @njit(cache=True, nogil=True)
