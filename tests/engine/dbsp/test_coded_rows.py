@@ -140,6 +140,73 @@ def test_galloping_positions_are_numpys(a, b, ordered):
     assert out.tolist() == np.searchsorted(keys, query).tolist()
 
 
+_PATCH = st.dictionaries(st.integers(0, 40), st.sampled_from([0, int(kernels.NONE)]),
+                         max_size=15)
+
+
+@given(keys=st.sets(st.integers(0, 40), max_size=25), patch=_PATCH, change=_PATCH)
+def test_an_inputs_patch_is_laid_over_and_trimmed_as_dicts_say(keys, patch, change):
+    """``kernels.overlay`` lays a change over a patch (its entries win) and
+    ``kernels.repatch`` then drops the entries the sorted keys say already (a key come
+    that they hold, a key gone that they do not): as a dict update and a filter."""
+    def arrays(d):
+        k = np.array(sorted(d), np.int64)
+        return k, np.array([d[x] for x in k.tolist()], np.int32)
+
+    sorted_keys = np.array(sorted(keys), np.int64)
+    merged = {**patch, **change}
+    ok, od = kernels.overlay(*arrays(patch), *arrays(change))
+    assert ok.tolist() == sorted(merged) and od.tolist() == [merged[k] for k in sorted(merged)]
+    kept = {k: d for k, d in merged.items() if (d == 0) != (k in keys)}
+    rk, rd = kernels.repatch(sorted_keys, *arrays(patch), *arrays(change))
+    assert dict(zip(rk.tolist(), rd.tolist(), strict=True)) == kept
+    assert rk.tolist() == sorted(kept)
+
+
+def test_a_commits_births_wait_for_room_in_the_pool_and_check_membership():
+    """``kernels.commit_births``: with too little room in the pool it changes nothing and
+    says how many entries it needs; given them, facts whose births outgrow their slice
+    move to the pool's end, the others are rewritten in place; a member without births
+    is refused before anything changes."""
+    i64, i32 = np.int64, np.int32
+    none = int(kernels.NONE)
+    # two facts (ids 0, 1): fact 0 has births t=1 (count 1) at pool[0:1]; fact 1 is new
+    depth, slot = np.array([1, none], i32), np.array([0, 1], i64)
+    bstart, blen = np.array([0, 0], i64), np.array([1, 0], i64)
+    pool_t, pool_w = np.array([1, 0], i32), np.array([1, 0], i64)
+    hist, bhist = np.array([0, 1], i64), np.array([0, 1], i64)
+    t_ids, t_old = np.array([0, 1], i64), np.array([1, none], i32)
+    t_new = np.array([1, 2], i32)
+    t_gstart, t_glen = np.array([0, 1], i64), np.array([1, 0], i64)
+    g_t, g_w = np.array([1], i32), np.array([1], i64)
+    # the commit's counts: fact 0 one more derivation at t=1 (its births keep their
+    # length: in place), fact 1 two at t=2 (it has no slice: it moves to the pool's end)
+    log_s, log_t, log_w = np.array([0, 1], i64), np.array([1, 2], i32), np.array([1, 2], i64)
+    scratch = (np.empty(2, i64), np.empty(2, i64), np.empty(3, i32), np.empty(3, i64))
+
+    def run(pool_n, pool_t, pool_w, new=t_new):
+        return kernels.commit_births(2, t_ids, t_old, new, t_gstart, t_glen, g_t, g_w, 1,
+                                     log_s, log_t, log_w, *scratch, hist, bhist, depth,
+                                     slot, bstart, blen, pool_t, pool_w, pool_n)
+
+    _, _, outcome, need, _ = run(2, pool_t, pool_w)
+    assert outcome == kernels.BIRTHS_ROOM and need == 1  # fact 1's one entry
+    assert slot.tolist() == [0, 1] and blen.tolist() == [1, 0]  # nothing changed
+    _, _, outcome, _, _ = run(2, pool_t, pool_w, np.array([1, none], i32))
+    assert outcome == kernels.BIRTHS_MISMATCH and slot.tolist() == [0, 1]
+    pool_t, pool_w = np.zeros(5, i32), np.zeros(5, i64)
+    pool_t[0], pool_w[0] = 1, 1
+    h, bh, outcome, end, live = run(2, pool_t, pool_w)
+    assert outcome == kernels.BIRTHS_DONE and (end, live) == (3, 1)  # 2 written, 1 left
+    assert depth.tolist() == [1, 2] and slot.tolist() == [-1, -1]
+    assert h.tolist() == [0, 1, 1] and bh.tolist() == [0, 1, 1]
+    assert bstart.tolist() == [0, 2]  # fact 0 in place, fact 1 from the pool's old end
+    births = {f: list(zip(pool_t[bstart[f]:bstart[f] + blen[f]].tolist(),
+                          pool_w[bstart[f]:bstart[f] + blen[f]].tolist(), strict=True))
+              for f in (0, 1)}
+    assert births == {0: [(1, 2)], 1: [(2, 2)]}
+
+
 class _Ints:
     """A coding of one int column as itself (keys = values; a value below 0 was never
     coded)."""
