@@ -193,6 +193,9 @@ def test_daily_schedule_runs_the_recompute_checks(tmp_path):
     assert request is not None
 
 
+# (slow: the default run has the checks job's steps in test_jobs_select_what_they_say, and
+# runs the same recompute checks, passing and failing, in test_materialize)
+@pytest.mark.slow
 @pytest.mark.spark
 def test_recompute_checks_job_passes_after_an_update(tmp_path, spark):
     spec, root = make_pipeline(tmp_path)

@@ -114,12 +114,13 @@ def test_show_as_of_edb_and_diff_equal_recomputes(tmp_path_factory, steps):
             assert set(listed) == _expected_rows(spec, pred, old, new)
 
 
-@pytest.fixture
-def history(tmp_path):
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
     """Runs 1-3 of the tiny pipeline; edge version 3 written after run 2 and never
-    consumed; node changed at run 3 (two EDB tables moving)."""
+    consumed; node changed at run 3 (two EDB tables moving). Made once for the module:
+    the tests using it only read the tables and the runs' records."""
 
-    spec, root = make_pipeline(tmp_path)
+    spec, root = make_pipeline(tmp_path_factory.mktemp("history"))
     run_all(spec, root)                                          # run 1: edge=1, node=1
     write_edb(root, spec, edb_tables([*EDGES_V1, (4, 7)]))      # edge 2
     run_all(spec, root)                                          # run 2: edge=2, node=1
