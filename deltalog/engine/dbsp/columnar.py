@@ -2865,9 +2865,10 @@ class ColumnarStratum:
         for pred in self._input_delta:
             by, patches = self.input_keys[pred], self.input_patch[pred]
             for layout, keys in by.items():
-                # (the patch keeps what the keys do not say)
-                pk, pd = kernels.repatch(keys, *patches[layout],
-                                         *self._input_delta_in(pred, layout))
+                # the new version's patch (the commit's view of it, made once), less
+                # what the keys say
+                view = self._input_view(pred, layout, True)
+                pk, pd = kernels.trim_patch(keys, view.pkeys, view.pdepth)
                 if len(pk) > PATCH_MAX:
                     pos, hit = _find(keys, pk[pd == NONE])
                     keys = np.delete(keys, pos[hit])

@@ -493,7 +493,7 @@ def warm() -> None:
     sum_by_key(i64, i64)
     gallop(i64, i64, i64.copy())
     overlay(i64, i32, i64, i32)
-    repatch(i64, i64, i32, i64, i32)
+    trim_patch(i64, i64, i32)
     merge_ids(i64, i64, i64[:0], i64[:0])
     touch(i64[:0], i64[:0], i64[:0], 0, i64.copy(), i32, i32.copy(), i64, i64, i32, i64, 0,
           i64.copy(), i64.copy(), i32.copy(), i32.copy(), np.zeros(2, np.bool_), i64.copy(),
@@ -541,18 +541,19 @@ def overlay(pk, pd, dk, dd):
 
 
 @njit(cache=True, nogil=True)
-def repatch(keys, pk, pd, dk, dd):
-    """An input's patch after a commit: the change (``dk``, ``dd``) laid over the patch
-    (``overlay``), less the entries that say what the sorted ``keys`` say already (a key
-    come, depth 0, that they hold; a key gone, NONE, that they do not)."""
-    ok, od = overlay(pk, pd, dk, dd)
+def trim_patch(keys, pk, pd):
+    """An input's patch (``pk``, ``pd``: its new version's, ``overlay``) less the entries
+    that say what the sorted ``keys`` say already (a key come, depth 0, that they hold; a
+    key gone, NONE, that they do not): what the next commit's patch keeps."""
+    ok = np.empty(pk.shape[0], np.int64)
+    od = np.empty(pk.shape[0], np.int32)
     kept = 0
-    for i in range(ok.shape[0]):
-        at = lower_in(keys, ok[i], 0, keys.shape[0])
-        held = at < keys.shape[0] and keys[at] == ok[i]
-        if (od[i] == 0) != held:
-            ok[kept] = ok[i]
-            od[kept] = od[i]
+    for i in range(pk.shape[0]):
+        at = lower_in(keys, pk[i], 0, keys.shape[0])
+        held = at < keys.shape[0] and keys[at] == pk[i]
+        if (pd[i] == 0) != held:
+            ok[kept] = pk[i]
+            od[kept] = pd[i]
             kept += 1
     return ok[:kept], od[:kept]
 

@@ -147,7 +147,7 @@ _PATCH = st.dictionaries(st.integers(0, 40), st.sampled_from([0, int(kernels.NON
 @given(keys=st.sets(st.integers(0, 40), max_size=25), patch=_PATCH, change=_PATCH)
 def test_an_inputs_patch_is_laid_over_and_trimmed_as_dicts_say(keys, patch, change):
     """``kernels.overlay`` lays a change over a patch (its entries win) and
-    ``kernels.repatch`` then drops the entries the sorted keys say already (a key come
+    ``kernels.trim_patch`` then drops the entries the sorted keys say already (a key come
     that they hold, a key gone that they do not): as a dict update and a filter."""
     def arrays(d):
         k = np.array(sorted(d), np.int64)
@@ -158,7 +158,7 @@ def test_an_inputs_patch_is_laid_over_and_trimmed_as_dicts_say(keys, patch, chan
     ok, od = kernels.overlay(*arrays(patch), *arrays(change))
     assert ok.tolist() == sorted(merged) and od.tolist() == [merged[k] for k in sorted(merged)]
     kept = {k: d for k, d in merged.items() if (d == 0) != (k in keys)}
-    rk, rd = kernels.repatch(sorted_keys, *arrays(patch), *arrays(change))
+    rk, rd = kernels.trim_patch(sorted_keys, ok, od)
     assert dict(zip(rk.tolist(), rd.tolist(), strict=True)) == kept
     assert rk.tolist() == sorted(kept)
 
