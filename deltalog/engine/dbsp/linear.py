@@ -217,30 +217,36 @@ def _delta_c(t, st, has_e, start, bk, bw, jp, pfirst, ek, epk, epd, t_keys, last
     return ck, cw, seen, queries
 
 
-RADIX_MIN = 4096  # more pairs than this: sorted by a radix sort (``_radix_zset``)
+RADIX_MIN = 1 << 16  # more pairs than this: sorted by a radix sort (``_radix_zset``)
 
 
 @njit(cache=True, nogil=True)
 def _radix_zset(keys, w, n):
-    """``_zset`` of many pairs, sorted by key: an LSD radix sort of 16-bit digits
-    (digits every key shares are skipped), then equal keys summed. Sorted facts are
-    touched in the order of their ids (the main part's ids are its keys' positions)."""
+    """``_zset`` of many pairs, sorted by key: an LSD radix sort of the bytes that vary
+    among the keys (a key of two small codes varies in a few), then equal keys summed.
+    Sorted facts are touched in the order of their ids (the main part's ids are its keys'
+    positions)."""
     k, v = keys[:n].copy(), w[:n].copy()
     k2, v2 = np.empty(n, np.int64), np.empty(n, np.int64)
-    count = np.empty(1 << 16, np.int64)
-    for shift in range(0, 64, 16):
+    every, some = k[0], k[0]
+    for i in range(n):
+        every &= k[i]
+        some |= k[i]
+    vary = every ^ some
+    count = np.empty(256, np.int64)
+    for shift in range(0, 64, 8):
+        if not (vary >> shift) & 0xFF:
+            continue
         count[:] = 0
         for i in range(n):
-            count[(k[i] >> shift) & 0xFFFF] += 1
-        if count[(k[0] >> shift) & 0xFFFF] == n:
-            continue
+            count[(k[i] >> shift) & 0xFF] += 1
         total = 0
-        for d in range(1 << 16):
+        for d in range(256):
             c = count[d]
             count[d] = total
             total += c
         for i in range(n):
-            d = (k[i] >> shift) & 0xFFFF
+            d = (k[i] >> shift) & 0xFF
             k2[count[d]] = k[i]
             v2[count[d]] = v[i]
             count[d] += 1

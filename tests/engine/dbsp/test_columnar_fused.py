@@ -234,17 +234,25 @@ def test_the_rows_a_changed_edge_joins_are_read_once():
 
 def test_delta_c_sums_alike_however_many_pairs():
     """Δc's pairs summed by key: a few sorted, more through a hash table, many by a radix
-    sort (keys of 62 bits: every digit)."""
+    sort of the bytes that vary (keys of 62 bits: nearly every byte; keys of two small
+    codes, as a closure's: a few)."""
     rng = np.random.default_rng(7)
-    for n in (5, 64, 65, 1000, linear.RADIX_MIN + 1, 20_000):
-        keys = rng.integers(0, 1 << 62, n // 3 + 1, dtype=np.int64)[rng.integers(0, n // 3 + 1, n)]
-        w = rng.choice(np.array([-1, 1, 2], np.int64), n)
-        want: dict[int, int] = {}
-        for k, x in zip(keys.tolist(), w.tolist(), strict=True):
-            want[k] = want.get(k, 0) + x
-        k, x = linear._zset(np.concatenate([keys, keys[:3]]), np.concatenate([w, w[:3]]), n)
-        assert dict(zip(k.tolist(), x.tolist(), strict=True)) == {
-            a: b for a, b in want.items() if b}
-        assert len(k) == len(set(k.tolist()))
-        if n <= 64 or n > linear.RADIX_MIN:
-            assert (np.diff(k) > 0).all()
+    for n in (5, 64, 65, 1000, 20_000, linear.RADIX_MIN + 1, 3 * linear.RADIX_MIN):
+        for small in (False, True):
+            m = n // 3 + 1
+            if small:
+                distinct = (rng.integers(0, 3000, m) << 32) | rng.integers(0, 3000, m)
+            else:
+                distinct = rng.integers(0, 1 << 62, m, dtype=np.int64)
+            keys = distinct[rng.integers(0, m, n)]
+            w = rng.choice(np.array([-1, 1, 2], np.int64), n)
+            want: dict[int, int] = {}
+            for k, x in zip(keys.tolist(), w.tolist(), strict=True):
+                want[k] = want.get(k, 0) + x
+            k, x = linear._zset(np.concatenate([keys, keys[:3]]), np.concatenate([w, w[:3]]),
+                                n)
+            assert dict(zip(k.tolist(), x.tolist(), strict=True)) == {
+                a: b for a, b in want.items() if b}
+            assert len(k) == len(set(k.tolist()))
+            if n <= 64 or n > linear.RADIX_MIN:
+                assert (np.diff(k) > 0).all()
