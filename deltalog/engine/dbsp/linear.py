@@ -194,14 +194,15 @@ def _delta_c(t, st, has_e, start, bk, bw, jp, pfirst, ek, epk, epd, t_keys, last
         out_k[c] = bk[p]
         out_w[c] = bw[p]
         c += 1
-    shadow = epk.shape[0] > 0
     for q in range(k):  # Δδo[t-1] ⋈ E
         pother = _split(t_keys[last_s[q]], jp)[1]
         w = last_w[q]
+        at, end = pa[q], pb[q]  # the patch's keys of join code y, walked alongside
         for j in range(ra[q], rb[q]):
-            if shadow:  # the patch holds this key: its entry decides
-                at = _lower(epk, ek[j])
-                if at < epk.shape[0] and epk[at] == ek[j]:
+            if at < end:  # the patch holds this key: its entry decides
+                while at < end and epk[at] < ek[j]:
+                    at += 1
+                if at < end and epk[at] == ek[j]:
                     continue
             out_k[c] = _head(pother, ek[j] & _LOW, pfirst)
             out_w[c] = w
