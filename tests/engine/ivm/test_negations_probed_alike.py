@@ -338,3 +338,24 @@ def test_an_index_of_two_layouts_routes_stabs_and_keeps_them_apart():
     assert Counter(again.stab((2,), 1)) == Counter([(1, 1, ((), 2)), (1, 1, None)])
     assert again.stab((2,), 1) == [] and len(again) == len(index) - 4
     assert again.of_layout(second.layout(), make=False) is again.others[0]
+
+
+@pytest.mark.xfail(strict=True, reason="known wrong result: after a save and an open, a "
+                   "rule with two constant negations of a relation and a third on a "
+                   "variable misses an insert (observed: the compiled commit path recorded no "
+                   "interval for u(0), which the tuple commit path records)")
+@pytest.mark.parametrize("strategy", ["auto", "sensitivity"])
+def test_three_negations_of_one_relation_after_a_reopen(strategy):
+    """Found by the Hypothesis test above: u(0) inserted (and u(3) erased), then the state
+    saved and opened, then u(0) erased: p0(0) must come. Without the reopen every engine
+    is right; the tuple-commit engine is right with it."""
+    prog = load_program(".decl e(a: int, b: int)\n.decl u(a: int)\n"
+                        "p0[x] = n <- agg<<n = count()>> !u(3), !u(0), !u(x), e(x, _).\n")
+    engine = IncrementalEngine(prog, {"e": set(), "u": {(3,)}}, strategy)
+    engine.apply({"e": {(0, 0): 1}})
+    engine.apply({"u": {(0,): 1, (3,): -1}})
+    store = MemorySegments()
+    engine = IncrementalEngine.loads(engine.dumps(store), store)
+    assert engine.apply({"u": {(0,): -1}}) == {"p0": {(0, 1): 1}}
+    assert engine.relation("p0") == RecomputeEngine(
+        prog, {"e": {(0, 0)}, "u": set()}).relation("p0")
