@@ -130,6 +130,11 @@ class RuleMaintainer:
         self.negated = {(n.pred, negation_perm(n, set(self.plan.order)))
                         for k, n in enumerate(self.prep.negations) if k not in absorbed}
         self.inputs = {a.pred for a in self.prep.atoms} | {n.pred for n in self.prep.negations}
+        # A commit on the compiled join leaves the intervals of the negations with no
+        # variable bound (probed once, before the join) as they were: a change to their
+        # prefix re-evaluates the whole rule there. True once one did, until the tuple
+        # join, which trusts those intervals, covers them (``_cover_once``).
+        self._once_stale = False
 
     # -- persistence: plans hold closures; keep the order, rebuild the plan ------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -143,6 +148,7 @@ class RuleMaintainer:
         state.setdefault("complements", {})  # saved before complement iteration existed
         state.setdefault("recorded_by", "tuples")
         state.setdefault("_ccoded", {})  # saved before complements committed on codes
+        state.setdefault("_once_stale", state["recorded_by"] == "compiled")  # (not known)
         self.__dict__.update(state)
         self._run = None
         self._commit = None
@@ -330,6 +336,20 @@ class RuleMaintainer:
 
         return ops
 
+    def _cover_once(self) -> None:
+        """Before the tuple join commits a rule whose last commits ran on the compiled
+        join: the intervals of its negations with no variable bound are as the compiled
+        join left them (the load's, or fewer), not as the tuple join would have recorded
+        them. So the next change to any of those relations re-evaluates the whole rule (a
+        "whole" interval each, taken by that change), which records them anew."""
+        order = set(self.plan.order)
+        absorbed = set(self.complements.values())
+        for k, neg in enumerate(self.prep.negations):
+            if k not in absorbed and not any(v in order for v in neg.vars):
+                self.indices.setdefault(("whole", neg.pred), IntervalIndex()).add_many(
+                    [((), BOTTOM, TOP, None)])
+        self._once_stale = False
+
     def _maintain_compiled(
         self, store: RelationStore, changed: Collection[str], stats: JoinStats,
         counters: WorkCounters, commit: CommitJoin, prog: AnalyzedProgram,
@@ -338,6 +358,7 @@ class RuleMaintainer:
         surgeries, the oracle built from the coded regions, the old and new body
         evaluated inside it on the compiled join, the new one's intervals kept as parts
         on arrays."""
+        self._once_stale = True
         complemented = self._complement_versions(store, commit)
         if complemented is None:  # (a row of T \ S with no code: the tuple join's commit)
             self._commit = "tuples: a value with no 64-bit code in a complement atom"
@@ -515,6 +536,8 @@ class RuleMaintainer:
     ) -> tuple[dict[Unit, Env], dict[Unit, Env]]:
         """``maintain`` on the tuple join (``deltalog.engine.ivm.lftj``)."""
         self._ccoded = {}  # (not kept up to date by this commit)
+        if self._once_stale:
+            self._cover_once()
         oracle = ChangeOracle()
         e = self.plan.exist_level
 
