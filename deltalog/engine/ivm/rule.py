@@ -135,6 +135,11 @@ class RuleMaintainer:
         # prefix re-evaluates the whole rule there. True once one did, until the tuple
         # join, which trusts those intervals, covers them (``_cover_once``).
         self._once_stale = False
+        # Whether a commit on the tuple join recorded into the indices since the load (its
+        # intervals may sit in parts on tuples, which a compiled commit does not stab;
+        # before one did, the only parts on tuples are the load's probes of negations with
+        # no variable bound, which it does not need).
+        self._tuple_recorded = False
 
     # -- persistence: plans hold closures; keep the order, rebuild the plan ------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -149,6 +154,7 @@ class RuleMaintainer:
         state.setdefault("recorded_by", "tuples")
         state.setdefault("_ccoded", {})  # saved before complements committed on codes
         state.setdefault("_once_stale", state["recorded_by"] == "compiled")  # (not known)
+        state.setdefault("_tuple_recorded", True)  # (not known)
         self.__dict__.update(state)
         self._run = None
         self._commit = None
@@ -279,10 +285,12 @@ class RuleMaintainer:
                 else:
                     # (the probes of a negation with no variable bound, made once before
                     # the join, are not stabbed by a compiled commit: a change to their
-                    # prefix re-evaluates the whole rule; their index may be on tuples)
+                    # prefix re-evaluates the whole rule; their index may be on tuples,
+                    # and so may a part of an index they share with negations probed
+                    # alike, until a commit on the tuple join records into it)
                     once = {key for key, _, _, j, _ in commit.negs if j < 0} - {
                         key for key, _, _, j, _ in commit.negs if j >= 0}
-                    if any(type(part.static) is not CodedIntervals
+                    if self._tuple_recorded and any(type(part.static) is not CodedIntervals
                            for key, index in self.indices.items() if key not in once
                            for part in index.each() if part.static is not None):
                         commit = "tuples: an index on tuples"
@@ -538,6 +546,7 @@ class RuleMaintainer:
         self._ccoded = {}  # (not kept up to date by this commit)
         if self._once_stale:
             self._cover_once()
+        self._tuple_recorded = True
         oracle = ChangeOracle()
         e = self.plan.exist_level
 
