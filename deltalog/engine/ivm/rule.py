@@ -350,12 +350,9 @@ class RuleMaintainer:
         join left them (the load's, or fewer), not as the tuple join would have recorded
         them. So the next change to any of those relations re-evaluates the whole rule (a
         "whole" interval each, taken by that change), which records them anew."""
-        order = set(self.plan.order)
-        absorbed = set(self.complements.values())
-        for k, neg in enumerate(self.prep.negations):
-            if k not in absorbed and not any(v in order for v in neg.vars):
-                self.indices.setdefault(("whole", neg.pred), IntervalIndex()).add_many(
-                    [((), BOTTOM, TOP, None)])
+        for neg in self.plan.probed_once():
+            self.indices.setdefault(("whole", neg.pred), IntervalIndex()).add_many(
+                [((), BOTTOM, TOP, None)])
         self._once_stale = False
 
     def _maintain_compiled(

@@ -238,6 +238,13 @@ class RulePlan:
     # T \ S (``deltalog.engine.join.complement``) and the negation is not checked.
     complements: dict[int, int] = field(default_factory=dict)
 
+    def probed_once(self) -> list[Atom]:
+        """The negations with no variable bound: probed once, before the join (one of
+        ``pre_checks``), not per binding."""
+        absorbed = set(self.complements.values())
+        return [neg for k, neg in enumerate(self.prep.negations)
+                if k not in absorbed and not any(v in self.order for v in neg.vars)]
+
 
 def _filter_check(c: Compare) -> Callable[[Env], bool]:
     left, right, op = compile_expr(c.left), compile_expr(c.right), c.op
