@@ -172,6 +172,11 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
         columnar_reason,
     )
 
+    if columnar and strategy in ("auto", "dbsp") and not stratum.recursive:
+        from deltalog.engine.dbsp.aggregates import ColumnarAggregates, aggregates_reason
+
+        if aggregates_reason(prog, stratum) is None:
+            return ColumnarAggregates(prog, stratum, coding)
     use_dbsp = strategy == "dbsp" or (strategy == "auto" and (stratum.recursive or (
         columnar and columnar_reason(prog, stratum) is None)))
     if not use_dbsp:
@@ -183,7 +188,7 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
     if columnar and columnar_reason(prog, stratum) is None:
         aggregates = aggregate_rules(stratum)  # (they read lower strata only)
         return ColumnarStratum(prog, stratum, None if aggregates is None else _maintainer(
-            prog, aggregates, strategy, columnar), coding)
+            prog, aggregates, strategy, columnar, coding), coding)
     return DbspStratum(prog, stratum)
 
 
@@ -248,6 +253,7 @@ class IncrementalEngine:
         recursive stratum on the tuple-at-a-time DBSP kernel, a rule whose sensitivity
         intervals the tuple join recorded or whose commits run on it (all right, and
         slower)."""
+        from deltalog.engine.dbsp.aggregates import ColumnarAggregates, aggregates_reason
         from deltalog.engine.dbsp.columnar import (
             ColumnarStratum,
             aggregate_rules,
@@ -266,6 +272,12 @@ class IncrementalEngine:
                 every.append((rules, m.aggregates))
         for stratum, m in every:
             names = ", ".join(stratum.preds)
+            if (self.strategy in ("auto", "dbsp") and not stratum.recursive
+                    and not isinstance(m, ColumnarAggregates)
+                    and aggregate_rules(stratum) is not None):
+                why = (aggregates_reason(self.prog, stratum) if self.columnar else
+                       "the columnar kernel is off")
+                out.append(f"{names}: aggregate rules kept per group in Python objects ({why})")
             if isinstance(m, DbspStratum):
                 why = (columnar_reason(self.prog, stratum) if self.columnar else None) or (
                     "the columnar kernel is off")

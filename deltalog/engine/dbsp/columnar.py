@@ -1653,10 +1653,14 @@ class ColumnarStratum:
     # the touched facts' arrays of the last compiled loop, for the next (not saved: a
     # commit's scratch; dropped past ``LINEAR_KEEP`` facts)
     _linear_tc: "_Touched | None" = None
+    # (a non-recursive stratum) the keys of the facts the last commit brought and took,
+    # by predicate, for a maintainer reading its relations coded (``dbsp.aggregates``)
+    last_change: "dict[str, tuple[I64, I64]]" = MappingProxyType({})  # type: ignore[assignment]
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_linear_tc", None)  # (scratch)
+        state.pop("last_change", None)
         return state
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
@@ -2566,6 +2570,7 @@ class ColumnarStratum:
         whose count leaves 0 comes, one whose count reaches 0 goes."""
         changes = {}
         out: dict[str, Delta] = {}
+        self.last_change = {}
         for pred, (k, w) in self._delta_c(0, {}, {}, {}).items():
             rel = self.counted[pred]
             old, at = rel.lookup(k)
@@ -2575,8 +2580,10 @@ class ColumnarStratum:
                                  "2^63 - 1 ways")
             if (new < 0).any():
                 raise AssertionError(f"negative derivation count in {pred}")
-            d: Delta = dict.fromkeys(self._decode(pred, k[(old == 0) & (new > 0)]), 1)
-            d.update(dict.fromkeys(self._decode(pred, k[(old > 0) & (new == 0)]), -1))
+            came, went = k[(old == 0) & (new > 0)], k[(old > 0) & (new == 0)]
+            self.last_change[pred] = (came, went)
+            d: Delta = dict.fromkeys(self._decode(pred, came), 1)
+            d.update(dict.fromkeys(self._decode(pred, went), -1))
             if d:
                 out[pred] = d
             changes[pred] = (rel, k, old, new, at)

@@ -1,0 +1,366 @@
+"""Aggregate rules on arrays (Veldhuizen 2014, §2.3): a stratum of aggregate rules kept by
+the columnar kernel and per-group arrays, not per-group Python objects.
+
+Each rule ``p[k...] = r <- agg<<r = f(a)>> body`` is split in two:
+
+- its *assignment relation* ``p@asg(x...)``: the distinct satisfying assignments of the
+  body, one column per body variable (the key's variables first, then ``a``), a derived
+  relation of a non-recursive columnar stratum (``ColumnarStratum``) that keeps it as
+  sorted packed keys with a derivation count each and hands over, at every commit, the
+  keys of the assignments that came and went;
+- its *groups*: one slot per distinct key (the key variables' codes as one group code,
+  ``_Packing.group``; a hash from group code to slot), and by slot arrays of the
+  aggregate's state, updated from those keys without decoding them:
+
+  - ``count`` (§2.3.1): the number of assignments;
+  - ``sum``, ``total`` (§2.3.2, §2.3.4): an exact sum. int64 summands add into a 128-bit
+    accumulator per slot (two int64 arrays, compiled loop), exact for 2^64 summands;
+    float summands and ints beyond int64 into an exact integer in units of 2^-1074 (the
+    same as ``deltalog.engine.exact_sum.ExactSum``), one per slot that has any, in a
+    dict. The result is the same correctly rounded value whatever the order of changes;
+  - ``min``, ``max`` (§2.3.3): the multiplicity of each (slot, value code) pair (a
+    ``_Counts``: sorted keys in parts, tombstones), and the best value's code by slot. An
+    arriving value is compared with the best; when the best's last assignment leaves, the
+    group's distinct values (a range of the pairs' keys) are read again. That read costs
+    the group's distinct values where the paper's scan tree costs O(log n): it is one
+    contiguous range of keys, decoded only for the group whose extreme left.
+
+A commit's work is the changed assignments (vectorized) and, in Python, the groups they
+change (old and new result rows, which the store and the strata above take as rows).
+Slots are never freed: a group that empties keeps its slot (count 0), as codes are kept.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from deltalog.engine.analysis.program import AnalyzedProgram, RelationSchema, Stratum
+from deltalog.engine.dbsp.columnar import (
+    LOW,
+    TYPES,
+    CodedRows,
+    ColumnarStratum,
+    SharedCoding,
+    _Counts,
+    _distinct,
+    _grown,
+    _Hash,
+    _uncast,
+    _var_types,
+    columnar_reason,
+    natural,
+)
+from deltalog.engine.errors import DataError
+from deltalog.engine.exact_sum import SCALE, ExactSum, group_out_of_range
+from deltalog.engine.heads import body_vars
+from deltalog.engine.join.plan import prepare
+from deltalog.engine.semantics import coerce
+from deltalog.engine.storage import Delta, RelationStore
+from deltalog.engine.syntax.ast import Atom, Column, Const, Rule, Var
+from deltalog.engine.values import Row
+
+I64 = NDArray[np.int64]
+ASSIGNED = "@asg"  # p's assignment relation: the input-free predicate p@asg
+_E64 = np.zeros(0, np.int64)
+_TWO64 = 1 << 64
+
+
+@njit(cache=True, nogil=True)
+def add128(slots, values, weights, hi, lo):  # type: ignore[no-untyped-def]
+    """Add ``values[i]`` (int64) times ``weights[i]`` (+1 or -1) to the 128-bit sum of
+    slot ``slots[i]``: hi * 2^64 + lo read unsigned."""
+    for i in range(len(slots)):
+        s = slots[i]
+        v = values[i]
+        u = np.uint64(lo[s])
+        x = np.uint64(v)
+        neg = np.int64(-1) if v < 0 else np.int64(0)
+        if weights[i] > 0:
+            r = u + x
+            hi[s] += (np.int64(1) if r < u else np.int64(0)) + neg
+        else:
+            r = u - x
+            hi[s] -= (np.int64(1) if u < x else np.int64(0)) + neg
+        lo[s] = np.int64(r)
+
+
+def aggregates_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
+    """Why the aggregate rules of ``stratum`` (all its rules, non-recursive) are not kept
+    on arrays (None: they are)."""
+    if stratum.recursive or any(r.aggregate is None for r in stratum.rules):
+        return "a stratum of aggregate rules only is kept on arrays"
+    heads = [r.head.pred for r in stratum.rules]
+    if len(set(heads)) < len(heads):
+        return "two aggregate rules define one predicate"
+    for rule in stratum.rules:
+        if any(c.type not in TYPES for c in prog.schemas[rule.head.pred].columns):
+            return f"'{rule.head.pred}' has a column that is not an int, float or string"
+    asg_prog, asg_stratum, _ = _assignments(prog, stratum)
+    for rule in asg_stratum.rules:
+        if not rule.head.args:
+            return f"rule at {rule.loc}: an aggregate over assignments of no variable"
+    reason = columnar_reason(asg_prog, asg_stratum)
+    return None if reason is None else f"its assignments are not columnar: {reason}"
+
+
+def _assignments(prog: AnalyzedProgram, stratum: Stratum
+                 ) -> tuple[AnalyzedProgram, Stratum, list[tuple[int, int | None]]]:
+    """``prog`` with a schema for each rule's assignment relation p@asg, the stratum of
+    their rules (p@asg(x...) :- body), and by rule the number of key variables and the
+    position of the aggregate's argument in p@asg (None: count)."""
+    schemas = dict(prog.schemas)
+    rules: list[Rule] = []
+    shape: list[tuple[int, int | None]] = []
+    for rule in stratum.rules:
+        agg = rule.aggregate
+        assert agg is not None
+        name = rule.head.pred + ASSIGNED
+        probe = Rule(Atom(name, ()), rule.body, None, rule.loc, rule.casts)
+        types = _var_types(prog, prepare(_uncast(prog, probe)))
+        keys = list(dict.fromkeys(a.name for a in rule.head.args[:-1] if isinstance(a, Var)))
+        arg = [] if agg.arg is None or agg.arg.name in keys else [agg.arg.name]
+        rest = [v for v in body_vars(rule) if v in types and v not in keys and v not in arg]
+        order = keys + arg + rest
+        schemas[name] = RelationSchema(
+            name, tuple(Column(v, types.get(v, "?")) for v in order), declared=False)
+        rules.append(Rule(Atom(name, tuple(Var(v) for v in order)), rule.body, None,
+                          rule.loc, rule.casts))
+        shape.append((len(keys), None if agg.arg is None else order.index(agg.arg.name)))
+    preds = tuple(r.head.pred for r in rules)
+    return replace(prog, schemas=schemas), Stratum(preds, tuple(rules), recursive=False), shape
+
+
+@dataclass
+class _Groups:
+    """The groups of one aggregate rule, by slot (see the module's docstring)."""
+
+    func: str
+    vtype: str  # the aggregate argument's type ("int" for count)
+    float_result: bool
+    index: _Hash = field(default_factory=lambda: _Hash(_E64, _E64))
+    size: int = 0  # slots used
+    gcode: I64 = field(default_factory=lambda: _E64)  # the group code of each slot
+    n: I64 = field(default_factory=lambda: _E64)  # assignments
+    hi: I64 = field(default_factory=lambda: _E64)  # sum: int64 summands, high word
+    lo: I64 = field(default_factory=lambda: _E64)  # ... low word (unsigned)
+    # sum: by slot, [float summands, the other summands' exact sum in units of 2^-1074]
+    wide: dict[int, list[int]] = field(default_factory=dict)
+    best: I64 = field(default_factory=lambda: _E64)  # min/max: the best value's code
+    vals: _Counts = field(default_factory=lambda: _Counts(2))  # (slot, value code) counts
+
+    def slots(self, g: I64) -> I64:
+        """The slots of group codes ``g``, new groups given slots."""
+        got = self.index.get(g)
+        new = got < 0
+        if new.any():
+            fresh = _distinct(g[new])
+            n0, n1 = self.size, self.size + len(fresh)
+            if n1 >= 2**31:
+                raise ValueError("not supported: more than 2^31 groups of one aggregate")
+            self.index.insert(fresh, np.arange(n0, n1, dtype=np.int64))
+            self.gcode = _grown(self.gcode, n1, 0)
+            self.gcode[n0:n1] = fresh
+            for name, fill in (("n", 0), ("hi", 0), ("lo", 0), ("best", -1)):
+                setattr(self, name, _grown(getattr(self, name), n1, fill))
+            self.size = n1
+            got[new] = self.index.get(g[new])
+        return got
+
+
+class ColumnarAggregates:
+    """A non-recursive stratum of aggregate rules (one per predicate) maintained on arrays:
+    the assignments by a columnar stratum, the groups by ``_Groups``."""
+
+    strategy = "dbsp"
+
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
+                 coding: SharedCoding | None = None):
+        reason = aggregates_reason(prog, stratum)
+        if reason is not None:
+            raise ValueError(f"stratum {stratum.preds} is not kept on arrays: {reason}")
+        shared = coding if coding is not None else SharedCoding()
+        self.prog = prog
+        self.stratum = stratum
+        self.codes, self.packing = shared.codes, shared.packing
+        asg_prog, asg_stratum, shape = _assignments(prog, stratum)
+        self.asg_prog = asg_prog
+        self.inner = ColumnarStratum(asg_prog, asg_stratum, None, shared)
+        self.rules = list(stratum.rules)
+        self.shape = shape
+        self.groups: list[_Groups] = []
+        for rule, (_, vpos) in zip(self.rules, shape, strict=True):
+            agg = rule.aggregate
+            assert agg is not None
+            vtype = "int" if vpos is None else \
+                asg_prog.schemas[rule.head.pred + ASSIGNED].columns[vpos].type
+            self.groups.append(_Groups(
+                agg.func, vtype, prog.schemas[rule.head.pred].columns[-1].type == "float"))
+        self.work: dict[str, int] = {}
+
+    # -- the stratum's contract ------------------------------------------------------------
+    def initialize(self, store: RelationStore) -> dict[str, CodedRows | set[Row]]:
+        self.inner.initialize(store)
+        out: dict[str, CodedRows | set[Row]] = {}
+        touched = 0
+        for i, rule in enumerate(self.rules):
+            facts = self.inner.counted[rule.head.pred + ASSIGNED].facts()
+            touched += len(facts)
+            slots = self._add(i, facts, np.ones(len(facts), np.int64))
+            live = _distinct(slots)
+            out[rule.head.pred] = self._coded(i, live)
+        self.work = {**self.inner.work, "aggregate_assignments": touched}
+        return out
+
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        self.inner.apply(store, deltas)
+        out: dict[str, Delta] = {}
+        touched = 0
+        for i, rule in enumerate(self.rules):
+            came, went = self.inner.last_change.get(rule.head.pred + ASSIGNED, (_E64, _E64))
+            if not len(came) and not len(went):
+                continue
+            touched += len(came) + len(went)
+            keys = np.concatenate([came, went])
+            w = np.concatenate([np.ones(len(came), np.int64), -np.ones(len(went), np.int64)])
+            slots = _distinct(self._slots(i, keys))
+            old = [self._row(i, s) for s in slots.tolist()]
+            self._add(i, keys, w)
+            d: Delta = {}
+            for s, before in zip(slots.tolist(), old, strict=True):
+                after = self._row(i, s)
+                if before != after:
+                    if before is not None:
+                        d[before] = d.get(before, 0) - 1
+                    if after is not None:
+                        d[after] = d.get(after, 0) + 1
+            d = {r: c for r, c in d.items() if c}
+            if d:
+                out[rule.head.pred] = d
+        self.work = {**self.inner.work, "aggregate_assignments": touched}
+        return out
+
+    # -- groups ----------------------------------------------------------------------------
+    def _columns(self, i: int, keys: I64) -> list[I64]:
+        """The codes of assignment keys ``keys`` of rule i, by column."""
+        arity = self.asg_prog.schemas[self.rules[i].head.pred + ASSIGNED].arity
+        return self.packing.unpack(natural(arity), keys)
+
+    def _slots(self, i: int, keys: I64, cols: list[I64] | None = None) -> I64:
+        if cols is None:
+            cols = self._columns(i, keys)
+        return self.groups[i].slots(self.packing.group(cols[:self.shape[i][0]], len(keys)))
+
+    def _add(self, i: int, keys: I64, w: I64) -> I64:
+        """Assignments ``keys`` of rule i come (w = 1) or go (w = -1); their slots."""
+        gr = self.groups[i]
+        cols = self._columns(i, keys)
+        slots = self._slots(i, keys, cols)
+        np.add.at(gr.n, slots, w)
+        vpos = self.shape[i][1]
+        if vpos is None or gr.func == "count":
+            return slots
+        codes = cols[vpos]
+        if gr.func in ("sum", "total"):
+            self._add_sums(gr, slots, codes, w)
+        else:
+            self._add_extremes(gr, slots, codes, w)
+        return slots
+
+    def _add_sums(self, gr: _Groups, slots: I64, codes: I64, w: I64) -> None:
+        if gr.vtype == "int":
+            values, big = self.codes["int"].ints(codes)
+            small = ~big
+            add128(slots[small], values[small], w[small], gr.hi, gr.lo)
+            wide_at = np.flatnonzero(big)
+            summands = self.codes["int"].decode(codes[wide_at])
+        else:
+            wide_at = np.arange(len(slots))
+            summands = self.codes["float"].floats(codes).tolist()
+        for s, v, wt in zip(slots[wide_at].tolist(), summands, w[wide_at].tolist(),
+                            strict=True):
+            acc = gr.wide.get(s)
+            if acc is None:
+                acc = gr.wide[s] = [0, 0]
+            if isinstance(v, float):
+                num, den = v.as_integer_ratio()
+                acc[0] += wt
+                acc[1] += wt * num * (SCALE // den)
+            else:
+                acc[1] += wt * v * SCALE
+            if not acc[0] and not acc[1]:
+                del gr.wide[s]
+
+    def _add_extremes(self, gr: _Groups, slots: I64, codes: I64, w: I64) -> None:
+        pairs = (slots << 32) | codes
+        order = np.argsort(pairs, kind="stable")
+        k, start = np.unique(pairs[order], return_index=True)
+        dw = np.add.reduceat(w[order], start) if len(k) else _E64
+        old, at = gr.vals.lookup(k)
+        new = old + dw
+        gr.vals.update(k, old, new, at)
+        ks, kc = k >> 32, k & LOW
+        decode = self.codes[gr.vtype].decode
+        pick = min if gr.func == "min" else max
+        for s in _distinct(ks).tolist():
+            here = ks == s
+            came = kc[here & (old == 0) & (new > 0)]
+            went = kc[here & (old > 0) & (new == 0)]
+            best = int(gr.best[s])
+            if best < 0 or best in set(went.tolist()):  # read the group's values again
+                held = gr.vals.with_high(np.array([s], np.int64)) & LOW
+                gr.best[s] = self._best(held, decode, pick)
+            elif len(came):
+                gr.best[s] = self._best(np.append(came, best), decode, pick)
+
+    @staticmethod
+    def _best(codes: I64, decode: Any, pick: Any) -> int:
+        if not len(codes):
+            return -1
+        values = decode(codes)
+        at = values.index(pick(values))
+        return int(codes[at])
+
+    def _result(self, i: int, s: int) -> Any:
+        """The aggregate of slot s of rule i (None: the group is empty)."""
+        gr = self.groups[i]
+        if gr.n[s] <= 0:
+            return None
+        if gr.func == "count":
+            return int(gr.n[s])
+        if gr.func in ("min", "max"):
+            return self.codes[gr.vtype].decode(gr.best[s:s + 1])[0]
+        acc = ExactSum()
+        floats, scaled = gr.wide.get(s, (0, 0))
+        acc.floats = floats
+        acc.scaled = scaled + (int(gr.hi[s]) * _TWO64 + int(gr.lo[s]) % _TWO64) * SCALE
+        try:
+            return acc.value(gr.func == "total" or gr.float_result)
+        except DataError as err:
+            raise group_out_of_range(err, self.rules[i].head.pred, self._key(i, s)) from None
+
+    def _key(self, i: int, s: int) -> Row:
+        """The head's key of slot s of rule i (its terms, before the columns' types)."""
+        rule, nk = self.rules[i], self.shape[i][0]
+        schema = self.asg_prog.schemas[rule.head.pred + ASSIGNED]
+        codes = self.packing.ungroup(self.groups[i].gcode[s:s + 1], nk)
+        values = {schema.columns[j].name: self.codes[schema.columns[j].type].decode(c)[0]
+                  for j, c in enumerate(codes)}
+        return tuple(values[t.name] if isinstance(t, Var) else t.value
+                     for t in rule.head.args[:-1] if isinstance(t, Var | Const))
+
+    def _row(self, i: int, s: int) -> Row | None:
+        """Slot s's row of the head (None: the group is empty)."""
+        result = self._result(i, s)
+        if result is None:
+            return None
+        schema = self.prog.schemas[self.rules[i].head.pred]
+        row = (*self._key(i, s), result)
+        return tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True))
+
+    def _coded(self, i: int, slots: I64) -> CodedRows | set[Row]:
+        """The rows of slots ``slots`` of rule i, as the store keeps them."""
+        return {r for s in slots.tolist() if (r := self._row(i, s)) is not None}
