@@ -119,7 +119,12 @@ def _assignments(prog: AnalyzedProgram, stratum: Stratum
         agg = rule.aggregate
         assert agg is not None
         name = rule.head.pred + ASSIGNED
-        probe = Rule(Atom(name, ()), rule.body, None, rule.loc, rule.casts)
+        # (a wildcard is a variable of the assignments: in the head, as the probe's, never
+        # dropped as the join drops one of a rule without an aggregate)
+        bound = sorted({a.name for item in rule.body if isinstance(item, Atom)
+                        for a in item.args if isinstance(a, Var)})
+        probe = Rule(Atom(name, tuple(Var(v) for v in bound)), rule.body, None, rule.loc,
+                     rule.casts)
         types = _var_types(prog, prepare(_uncast(prog, probe)))
         keys = list(dict.fromkeys(a.name for a in rule.head.args[:-1] if isinstance(a, Var)))
         arg = [] if agg.arg is None or agg.arg.name in keys else [agg.arg.name]
