@@ -49,6 +49,7 @@ from deltalog.engine.dbsp.columnar import (
     _distinct,
     _grown,
     _Hash,
+    _RowCoding,
     _uncast,
     _var_types,
     columnar_reason,
@@ -308,26 +309,45 @@ class ColumnarAggregates:
         new = old + dw
         gr.vals.update(k, old, new, at)
         ks, kc = k >> 32, k & LOW
-        decode = self.codes[gr.vtype].decode
-        pick = min if gr.func == "min" else max
-        for s in _distinct(ks).tolist():
-            here = ks == s
-            came = kc[here & (old == 0) & (new > 0)]
-            went = kc[here & (old > 0) & (new == 0)]
-            best = int(gr.best[s])
-            if best < 0 or best in set(went.tolist()):  # read the group's values again
-                held = gr.vals.with_high(np.array([s], np.int64)) & LOW
-                gr.best[s] = self._best(held, decode, pick)
-            elif len(came):
-                gr.best[s] = self._best(np.append(came, best), decode, pick)
+        touched = _distinct(ks)
+        gone = (old > 0) & (new == 0)
+        # a group whose best value's last assignment left reads its values again; the
+        # others choose between their best and the values that came
+        lost = _distinct(ks[gone & (gr.best[ks] == kc)])
+        kept = touched[(gr.best[touched] >= 0) & ~np.isin(touched, lost)]
+        came = (old == 0) & (new > 0)
+        held = gr.vals.with_high(lost) if len(lost) else _E64
+        cand_s = np.concatenate([ks[came], kept, held >> 32])
+        cand_c = np.concatenate([kc[came], gr.best[kept], held & LOW])
+        gr.best[touched] = -1
+        if len(cand_s):
+            best_s, best_c = self._extremes(gr, cand_s, cand_c)
+            gr.best[best_s] = best_c
 
-    @staticmethod
-    def _best(codes: I64, decode: Any, pick: Any) -> int:
-        if not len(codes):
-            return -1
-        values = decode(codes)
-        at = values.index(pick(values))
-        return int(codes[at])
+    def _extremes(self, gr: _Groups, slots: I64, codes: I64) -> tuple[I64, I64]:
+        """Each slot's least (min) or greatest (max) value among candidates (slot, code):
+        the slots, and the value codes."""
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        rank = np.empty(len(uniq), np.int64)
+        rank[self._value_order(gr.vtype, uniq)] = np.arange(len(uniq))
+        r = rank[inverse.reshape(-1)]
+        order = np.lexsort((r, slots))
+        s_sorted = slots[order]
+        last = np.flatnonzero(np.diff(s_sorted)) + 1
+        pick = np.concatenate([[0], last]) if gr.func == "min" else \
+            np.concatenate([last - 1, [len(order) - 1]])
+        return s_sorted[pick], codes[order[pick]]
+
+    def _value_order(self, vtype: str, codes: I64) -> I64:
+        """The positions of distinct codes ``codes`` in the order of their values."""
+        if vtype == "float":
+            return np.argsort(self.codes["float"].floats(codes), kind="stable")
+        if vtype == "int":
+            values, big = self.codes["int"].ints(codes)
+            if not big.any():
+                return np.argsort(values, kind="stable")
+        values_list = self.codes[vtype].decode(codes)
+        return np.array(sorted(range(len(codes)), key=values_list.__getitem__), np.int64)
 
     def _result(self, i: int, s: int) -> Any:
         """The aggregate of slot s of rule i (None: the group is empty)."""
@@ -366,6 +386,45 @@ class ColumnarAggregates:
         row = (*self._key(i, s), result)
         return tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True))
 
-    def _coded(self, i: int, slots: I64) -> CodedRows | set[Row]:
-        """The rows of slots ``slots`` of rule i, as the store keeps them."""
-        return {r for s in slots.tolist() if (r := self._row(i, s)) is not None}
+    def _coded(self, i: int, slots: I64) -> CodedRows:
+        """The rows of the non-empty groups among ``slots`` of rule i, coded as the store
+        keeps a columnar stratum's relation (no Python row made, but for the results of
+        sums that are not one int64 each)."""
+        rule, gr, nk = self.rules[i], self.groups[i], self.shape[i][0]
+        slots = slots[gr.n[slots] > 0]
+        schema = self.prog.schemas[rule.head.pred]
+        asg = self.asg_prog.schemas[rule.head.pred + ASSIGNED]
+        codes = self.packing.ungroup(gr.gcode[slots], nk)
+        by_var = {asg.columns[j].name: self._values(asg.columns[j].type, c)
+                  for j, c in enumerate(codes)}
+        cols: list[Any] = []
+        for term in rule.head.args[:-1]:
+            if isinstance(term, Var):
+                cols.append(by_var[term.name])
+            else:
+                cols.append([coerce(term.value, schema.columns[len(cols)].type)] * len(slots))
+        cols.append(self._results(i, slots))
+        coding = _RowCoding(tuple(c.type for c in schema.columns), self.codes, self.packing)
+        return CodedRows(_distinct(coding.encode_columns(cols)), coding)
+
+    def _values(self, vtype: str, codes: I64) -> Any:
+        """The values of ``codes`` as a column: int64 or float64 arrays, else a list."""
+        if vtype == "float":
+            return self.codes["float"].floats(codes)
+        if vtype == "int":
+            values, big = self.codes["int"].ints(codes)
+            if not big.any():
+                return values
+        return self.codes[vtype].decode(codes)
+
+    def _results(self, i: int, slots: I64) -> Any:
+        """The aggregates of non-empty groups ``slots`` of rule i, as a column."""
+        gr = self.groups[i]
+        if gr.func == "count":
+            return gr.n[slots].copy()
+        if gr.func in ("min", "max"):
+            return self._values(gr.vtype, gr.best[slots])
+        hi, lo = gr.hi[slots], gr.lo[slots]
+        if not gr.wide and (hi == (lo >> 63)).all():  # (every sum one int64)
+            return lo.astype(np.float64) if gr.func == "total" or gr.float_result else lo
+        return [self._result(i, s) for s in slots.tolist()]
