@@ -12,7 +12,7 @@ pipeline's first run reads them from Arrow; and with Python rows in: what a pipe
 first run builds before it can maintain). Every answer is compared row for row with DuckDB's before
 a time is printed: a ratio between different answers is noise.
 
-    .venv/bin/python -m bench.eval_vs_duckdb [--quick] [--no-tuples]
+    .venv/bin/python -m bench.eval_vs_duckdb [--quick] [--no-tuples] [--only TEXT ...]
 """
 
 import argparse
@@ -80,6 +80,23 @@ FROM edge a JOIN edge b ON b.src = a.dst JOIN edge c ON c.src = a.src AND c.dst 
 WHERE a.src < a.dst AND a.dst < b.dst"""
 
 # The requires/reaches rules of examples/debian/program.dl, in SQL.
+DEGREE_PROGRAM = """\
+.decl edge(src: int, dst: int)
+.decl degree[x: int] = n: int
+degree[x] = n <- agg<<n = count()>> edge(x, _)."""
+
+DEGREE_SQL = "SELECT src, count(*) FROM edge GROUP BY src"
+
+ONE_WAY_PROGRAM = """\
+.decl edge(src: int, dst: int)
+.decl one_way[x: int] = m: int
+one_way[x] = m <- agg<<m = max(y)>> edge(x, y), !edge(y, x)."""
+
+ONE_WAY_SQL = """\
+SELECT e.src, max(e.dst) FROM edge e
+WHERE NOT EXISTS (SELECT 1 FROM edge r WHERE r.src = e.dst AND r.dst = e.src)
+GROUP BY e.src"""
+
 DEBIAN_SQL = """\
 WITH RECURSIVE
   requires(p, q) AS MATERIALIZED (
@@ -233,6 +250,26 @@ def workloads(quick: bool) -> list[Workload]:
             {"edge": random_edges(nodes, edges, seed=2 + i)},
             TRIANGLE_SQL,
         ))
+    agg_nodes, agg_edges = (1_000, 10_000) if quick else (100_000, 1_000_000)
+    agg_graph = random_edges(agg_nodes, agg_edges, seed=5)
+    out += [
+        Workload(
+            f"out-degree (count) {agg_nodes:,}/{agg_edges:,}",
+            f"random graph, {agg_nodes:,} nodes, {agg_edges:,} distinct edges (seed 5)",
+            load_program(DEGREE_PROGRAM, "degree.dl"),
+            "degree",
+            {"edge": agg_graph},
+            DEGREE_SQL,
+        ),
+        Workload(
+            f"greatest one-way edge (max, negation) {agg_nodes:,}/{agg_edges:,}",
+            "the same graph",
+            load_program(ONE_WAY_PROGRAM, "one_way.dl"),
+            "one_way",
+            {"edge": agg_graph},
+            ONE_WAY_SQL,
+        ),
+    ]
     out += [
         Workload(
             f"4-cycles {cyc_nodes:,}/{cyc_edges:,}",
@@ -376,7 +413,8 @@ def _ten_and_ten(w: Workload, con: duckdb.DuckDBPyConnection,
 
 
 def run(quick: bool = False, out: Callable[[str], None] = print,
-        tuples: bool = True) -> list[Result]:
+        tuples: bool = True, only: Sequence[str] = ()) -> list[Result]:
+    """Every workload (``only``: those whose name holds one of these strings)."""
     con = duckdb.connect()
     threads = _scalar(con, "SELECT current_setting('threads')")
     out(f"# eval_vs_duckdb: full evaluation, ours vs DuckDB {duckdb.__version__}"
@@ -384,6 +422,8 @@ def run(quick: bool = False, out: Callable[[str], None] = print,
     out(f"# machine: {os.cpu_count()} cores; DuckDB threads={threads}")
     results = []
     for w in workloads(quick):
+        if only and not any(o in w.name for o in only):
+            continue
         out("")
         out(f"## {w.name}: {w.description}")
         out(_indent(_program_text(w)))
@@ -468,8 +508,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--no-tuples", action="store_true",
                         help="do not time the tuple evaluator (the slowest column)")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="run the workloads whose name holds TEXT (repeatable)")
     args = parser.parse_args(argv)
-    run(args.quick, tuples=not args.no_tuples)
+    run(args.quick, tuples=not args.no_tuples, only=args.only)
     return 0
 
 

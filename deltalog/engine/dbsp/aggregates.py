@@ -233,11 +233,10 @@ class ColumnarAggregates:
             keys = np.concatenate([came, went])
             w = np.concatenate([np.ones(len(came), np.int64), -np.ones(len(went), np.int64)])
             slots = _distinct(self._slots(i, keys))
-            old = [self._row(i, s) for s in slots.tolist()]
+            old = self._rows(i, slots)
             self._add(i, keys, w)
             d: Delta = {}
-            for s, before in zip(slots.tolist(), old, strict=True):
-                after = self._row(i, s)
+            for before, after in zip(old, self._rows(i, slots), strict=True):
                 if before != after:
                     if before is not None:
                         d[before] = d.get(before, 0) - 1
@@ -377,21 +376,31 @@ class ColumnarAggregates:
         return tuple(values[t.name] if isinstance(t, Var) else t.value
                      for t in rule.head.args[:-1] if isinstance(t, Var | Const))
 
-    def _row(self, i: int, s: int) -> Row | None:
-        """Slot s's row of the head (None: the group is empty)."""
-        result = self._result(i, s)
-        if result is None:
-            return None
-        schema = self.prog.schemas[self.rules[i].head.pred]
-        row = (*self._key(i, s), result)
-        return tuple(coerce(v, c.type) for v, c in zip(row, schema.columns, strict=True))
+    def _rows(self, i: int, slots: I64) -> list[Row | None]:
+        """The head's row of each of ``slots`` (None: the group is empty)."""
+        nonempty = self.groups[i].n[slots] > 0
+        cols = self._head_columns(i, slots[nonempty])
+        types = [c.type for c in self.prog.schemas[self.rules[i].head.pred].columns]
+        lists = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
+        out: list[Row | None] = [None] * len(slots)
+        for at, values in zip(np.flatnonzero(nonempty).tolist(), zip(*lists, strict=True),
+                              strict=True):
+            out[at] = tuple(coerce(v, t) for v, t in zip(values, types, strict=True))
+        return out
 
     def _coded(self, i: int, slots: I64) -> CodedRows:
         """The rows of the non-empty groups among ``slots`` of rule i, coded as the store
         keeps a columnar stratum's relation (no Python row made, but for the results of
         sums that are not one int64 each)."""
+        schema = self.prog.schemas[self.rules[i].head.pred]
+        cols = self._head_columns(i, slots[self.groups[i].n[slots] > 0])
+        coding = _RowCoding(tuple(c.type for c in schema.columns), self.codes, self.packing)
+        return CodedRows(_distinct(coding.encode_columns(cols)), coding)
+
+    def _head_columns(self, i: int, slots: I64) -> list[Any]:
+        """The head's columns for non-empty groups ``slots`` of rule i: arrays, or lists
+        (strings, ints beyond int64, constants), in the variables' types."""
         rule, gr, nk = self.rules[i], self.groups[i], self.shape[i][0]
-        slots = slots[gr.n[slots] > 0]
         schema = self.prog.schemas[rule.head.pred]
         asg = self.asg_prog.schemas[rule.head.pred + ASSIGNED]
         codes = self.packing.ungroup(gr.gcode[slots], nk)
@@ -404,8 +413,7 @@ class ColumnarAggregates:
             else:
                 cols.append([coerce(term.value, schema.columns[len(cols)].type)] * len(slots))
         cols.append(self._results(i, slots))
-        coding = _RowCoding(tuple(c.type for c in schema.columns), self.codes, self.packing)
-        return CodedRows(_distinct(coding.encode_columns(cols)), coding)
+        return cols
 
     def _values(self, vtype: str, codes: I64) -> Any:
         """The values of ``codes`` as a column: int64 or float64 arrays, else a list."""

@@ -1749,6 +1749,20 @@ class ColumnarStratum:
             out.append(value)
         return tuple(out)
 
+    def _neg_keys(self, name: str, neg: NegatedAtom, cols: Sequence[NDArray[Any]]) -> I64:
+        """(initialize) The keys of negation ``name`` from its relation's rows by column,
+        as ``NegatedAtom.key_of`` gives them one row at a time: rows that hold the atom's
+        constants and a repeated variable's one value, projected on its variables (whose
+        types are the columns', ``neg_casts`` having none for it; one variable at least)."""
+        keep = np.ones(len(cols[0]), np.bool_)
+        first: dict[str, int] = {}
+        for i, arg in enumerate(neg.atom.args):
+            if isinstance(arg, Const):
+                keep &= cols[i] == arg.value
+            elif arg.name in neg.key_vars and first.setdefault(arg.name, i) != i:
+                keep &= cols[i] == cols[first[arg.name]]
+        return self._coding(name).encode_columns([cols[first[v]][keep] for v in neg.key_vars])
+
     def _natural(self, pred: str) -> Layout:
         """The natural layout of ``pred`` (a relation, or a negation's key set)."""
         if pred in self.key_types:
@@ -2241,8 +2255,11 @@ class ColumnarStratum:
             else:
                 self._set_input(pred, self._encode(pred, list(held)))
         for name, neg in self.negations.items():
-            keys = {key for row in store[neg.atom.pred].rows
-                    if (key := neg.key_of(row)) is not None}
+            held = store[neg.atom.pred].rows
+            if type(held) is CodedRows and neg.key_vars and name not in self.neg_casts:
+                self._set_input(name, self._neg_keys(name, neg, held.columns()))
+                continue
+            keys = {key for row in held if (key := neg.key_of(row)) is not None}
             if name in self.neg_casts:
                 keys = {nk for key in keys if (nk := self._neg_key(name, key)) is not None}
             self._set_input(name, self._encode(name, list(keys)))
