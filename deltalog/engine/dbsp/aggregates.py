@@ -276,28 +276,57 @@ class ColumnarAggregates:
         return slots
 
     def _add_sums(self, gr: _Groups, slots: I64, codes: I64, w: I64) -> None:
-        if gr.vtype == "int":
-            values, big = self.codes["int"].ints(codes)
-            small = ~big
-            add128(slots[small], values[small], w[small], gr.hi, gr.lo)
-            wide_at = np.flatnonzero(big)
-            summands = self.codes["int"].decode(codes[wide_at])
-        else:
-            wide_at = np.arange(len(slots))
-            summands = self.codes["float"].floats(codes).tolist()
-        for s, v, wt in zip(slots[wide_at].tolist(), summands, w[wide_at].tolist(),
-                            strict=True):
-            acc = gr.wide.get(s)
-            if acc is None:
-                acc = gr.wide[s] = [0, 0]
-            if isinstance(v, float):
-                num, den = v.as_integer_ratio()
-                acc[0] += wt
-                acc[1] += wt * num * (SCALE // den)
-            else:
-                acc[1] += wt * v * SCALE
-            if not acc[0] and not acc[1]:
-                del gr.wide[s]
+        if gr.vtype == "float":
+            self._add_floats(gr, slots, self.codes["float"].floats(codes), w)
+            return
+        values, big = self.codes["int"].ints(codes)
+        small = ~big
+        add128(slots[small], values[small], w[small], gr.hi, gr.lo)
+        at = np.flatnonzero(big)
+        for s, v, wt in zip(slots[at].tolist(), self.codes["int"].decode(codes[at]),
+                            w[at].tolist(), strict=True):
+            self._widen(gr, s, 0, wt * v * SCALE)
+
+    def _add_floats(self, gr: _Groups, slots: I64, values: NDArray[np.float64],
+                    w: I64) -> None:
+        """Float summands into their slots' exact sums (units of 2^-1074): each value is
+        m * 2^shift units (m below 2^53: ``frexp``); a slot's summands within 2^9 of its
+        least shift are added as int64s into a 128-bit sum (compiled), then scaled once
+        per slot; the rest one at a time."""
+        frac, exp = np.frexp(values)
+        m = (frac * 2.0**53).astype(np.int64)
+        shift = exp.astype(np.int64) + (1074 - 53)
+        sub = shift < 0  # (subnormals: m is a multiple of 2^-shift)
+        m[sub] >>= -shift[sub]
+        shift[sub] = 0
+        uniq, local = np.unique(slots, return_inverse=True)
+        local = local.reshape(-1)
+        least = np.full(len(uniq), 1 << 20, np.int64)
+        np.minimum.at(least, local, shift)
+        d = shift - least[local]
+        near = d <= 9
+        hi, lo = np.zeros(len(uniq), np.int64), np.zeros(len(uniq), np.int64)
+        add128(local[near], m[near] << d[near], w[near], hi, lo)
+        floats = np.zeros(len(uniq), np.int64)
+        np.add.at(floats, local, w)
+        for s, h, low, k, n in zip(uniq.tolist(), hi.tolist(), lo.tolist(), least.tolist(),
+                                   floats.tolist(), strict=True):
+            self._widen(gr, s, n, (h * _TWO64 + low % _TWO64) << k)
+        far = np.flatnonzero(~near)
+        for s, mv, k, wt in zip(slots[far].tolist(), m[far].tolist(), shift[far].tolist(),
+                                w[far].tolist(), strict=True):
+            self._widen(gr, s, 0, wt * (mv << k))
+
+    @staticmethod
+    def _widen(gr: _Groups, s: int, floats: int, scaled: int) -> None:
+        """Add to slot s's exact sum: float summands, and units of 2^-1074."""
+        acc = gr.wide.get(s)
+        if acc is None:
+            acc = gr.wide[s] = [0, 0]
+        acc[0] += floats
+        acc[1] += scaled
+        if not acc[0] and not acc[1]:
+            del gr.wide[s]
 
     def _add_extremes(self, gr: _Groups, slots: I64, codes: I64, w: I64) -> None:
         pairs = (slots << 32) | codes
