@@ -168,7 +168,7 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
     only: the maintainer of a non-recursive stratum of their own keeps them."""
     from deltalog.engine.dbsp.columnar import (
         ColumnarStratum,
-        aggregate_rules,
+        bridged_aggregates,
         columnar_reason,
     )
 
@@ -186,9 +186,9 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
     from deltalog.engine.dbsp.stratum import DbspStratum
 
     if columnar and columnar_reason(prog, stratum) is None:
-        aggregates = aggregate_rules(stratum)  # (they read lower strata only)
+        aggregates = bridged_aggregates(prog, stratum)  # (they read lower strata only)
         return ColumnarStratum(prog, stratum, None if aggregates is None else _maintainer(
-            prog, aggregates, strategy, columnar, coding), coding)
+            *aggregates, strategy, columnar, coding), coding)
     return DbspStratum(prog, stratum)
 
 
@@ -257,6 +257,7 @@ class IncrementalEngine:
         from deltalog.engine.dbsp.columnar import (
             ColumnarStratum,
             aggregate_rules,
+            bridged_aggregates,
             columnar_reason,
         )
         from deltalog.engine.dbsp.stratum import DbspStratum
@@ -273,10 +274,13 @@ class IncrementalEngine:
         for stratum, m in every:
             names = ", ".join(stratum.preds)
             if (self.strategy in ("auto", "dbsp") and not stratum.recursive
-                    and not isinstance(m, ColumnarAggregates)
+                    and not isinstance(m, ColumnarAggregates | ColumnarStratum)
                     and aggregate_rules(stratum) is not None):
-                why = (aggregates_reason(self.prog, stratum) if self.columnar else
-                       "the columnar kernel is off")
+                bridged = bridged_aggregates(self.prog, stratum)
+                assert bridged is not None
+                why = (aggregates_reason(*bridged) if self.columnar else
+                       "the columnar kernel is off") or (
+                    "a state saved before they were kept on arrays")
                 out.append(f"{names}: aggregate rules kept per group in Python objects ({why})")
             if isinstance(m, DbspStratum):
                 why = (columnar_reason(self.prog, stratum) if self.columnar else None) or (

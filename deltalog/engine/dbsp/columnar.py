@@ -180,7 +180,7 @@ class _Slow(Exception):
 
 def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
     """Why ``stratum`` cannot be maintained by the columnar kernel (None: it can)."""
-    if not stratum.recursive and any(r.aggregate is not None for r in stratum.rules):
+    if not stratum.recursive and _one_rule_each(stratum):
         return "aggregate rules outside recursion (kept per group by their own maintainer)"
     for rule in stratum.rules:
         prep = prepare(_uncast(prog, rule))
@@ -215,21 +215,67 @@ def aggregate_rules(stratum: Stratum) -> Stratum | None:
     return Stratum(tuple(sorted({r.head.pred for r in rules})), rules, recursive=False)
 
 
+def _one_rule_each(stratum: Stratum) -> bool:
+    """Whether every predicate of non-recursive ``stratum`` has one rule, an aggregate's
+    (then a maintainer of aggregate rules keeps the whole stratum, no bridge)."""
+    heads = [r.head.pred for r in stratum.rules]
+    return len(set(heads)) == len(heads) and all(r.aggregate is not None
+                                                 for r in stratum.rules)
+
+
+def _aggregate_outputs(stratum: Stratum) -> list[tuple[Rule, str]]:
+    """Each aggregate rule of ``stratum`` and the name its rows go out under from the
+    maintainer of the aggregate rules: its head p when p has no other aggregate rule,
+    else p#j (the j-th of p's), so that the bridge counts a row two rules give once and
+    finds a key they give two values (DL302)."""
+    rules = [r for r in stratum.rules if r.aggregate is not None]
+    count: dict[str, int] = {}
+    for r in rules:
+        count[r.head.pred] = count.get(r.head.pred, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for r in rules:
+        p = r.head.pred
+        j = seen[p] = seen.get(p, -1) + 1
+        out.append((r, p if count[p] == 1 else f"{p}#{j}"))
+    return out
+
+
+def bridged_aggregates(prog: AnalyzedProgram, stratum: Stratum
+                       ) -> tuple[AnalyzedProgram, Stratum] | None:
+    """What the maintainer of the aggregate rules of ``stratum`` keeps (None: there are
+    none): ``aggregate_rules(stratum)`` with each rule's head named as it goes out
+    (``_aggregate_outputs``), and ``prog`` with the schemas of the names p#j."""
+    outputs = _aggregate_outputs(stratum)
+    if not outputs:
+        return None
+    schemas = dict(prog.schemas)
+    rules = []
+    for rule, name in outputs:
+        if name != rule.head.pred:
+            schemas[name] = replace(prog.schemas[rule.head.pred], name=name)
+            rule = replace(rule, head=replace(rule.head, pred=name))
+        rules.append(rule)
+    return (replace(prog, schemas=schemas),
+            Stratum(tuple(sorted({r.head.pred for r in rules})), tuple(rules),
+                    recursive=False))
+
+
 def _bridged(prog: AnalyzedProgram, stratum: Stratum
              ) -> tuple[AnalyzedProgram, tuple[Rule, ...]]:
-    """``prog`` with the schema of p@agg (p's) for every head p of an aggregate rule of
-    ``stratum``, and the stratum's rules with p(a0, ...) :- p@agg(a0, ...) in place of
-    p's aggregate rules (at the first one's location)."""
+    """``prog`` with the schema of N@agg (p's) for every name N an aggregate rule of
+    ``stratum`` with head p goes out under (``_aggregate_outputs``), and the stratum's
+    rules with p(a0, ...) :- N@agg(a0, ...) in place of the aggregate rule (at its
+    location)."""
     rules: list[Rule] = []
     schemas = dict(prog.schemas)
+    bridged = {id(r): name for r, name in _aggregate_outputs(stratum)}
     for rule in stratum.rules:
         if rule.aggregate is None:
             rules.append(_uncast(prog, rule))
             continue
         pred = rule.head.pred
-        name = pred + AGGREGATED
-        if name in schemas:
-            continue
+        name = bridged[id(rule)] + AGGREGATED
         schema = schemas[name] = prog.schemas[pred]
         args = tuple(Var(f"a{i}") for i in range(schema.arity))
         rules.append(Rule(Atom(pred, args, schema.functional),
