@@ -164,8 +164,11 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
     (``deltalog.engine.dbsp.columnar.columnar_reason``) run on the columnar kernel, and
     sensitivity strata record their first evaluation on the compiled join
     (``deltalog.engine.ivm.compiled``), unless ``columnar`` is off; both ways compute the
-    same thing (differential tests). A columnar stratum's aggregate rules read lower strata
-    only: the maintainer of a non-recursive stratum of their own keeps them."""
+    same thing (differential tests). A non-recursive stratum of one aggregate rule per
+    predicate is kept on arrays (``deltalog.engine.dbsp.aggregates``) under auto and dbsp
+    when its assignments are columnar. A columnar stratum's aggregate rules read lower
+    strata only: the maintainer of a non-recursive stratum of their own keeps them
+    (``bridged_aggregates``: one name per rule where a predicate has several)."""
     from deltalog.engine.dbsp.columnar import (
         ColumnarStratum,
         bridged_aggregates,
@@ -249,10 +252,10 @@ class IncrementalEngine:
         gc.freeze()
 
     def slow_paths(self) -> list[str]:
-        """One line per stratum, or rule, maintained off the compiled core, saying why: a
-        recursive stratum on the tuple-at-a-time DBSP kernel, a rule whose sensitivity
-        intervals the tuple join recorded or whose commits run on it (all right, and
-        slower)."""
+        """One line per stratum, or rule, maintained off the compiled core, saying why:
+        aggregate rules kept per group in Python objects, a stratum on the
+        tuple-at-a-time DBSP kernel, a rule whose sensitivity intervals the tuple join
+        recorded or whose commits run on it (all right, and slower)."""
         from deltalog.engine.dbsp.aggregates import ColumnarAggregates, aggregates_reason
         from deltalog.engine.dbsp.columnar import (
             ColumnarStratum,

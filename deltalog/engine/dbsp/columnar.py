@@ -11,13 +11,15 @@ one empty row) with, beside them, comparisons and assignments over numbers (``+ 
 %``; ints with C/SQL semantics, floats IEEE with no result where it is not finite,
 ``deltalog.engine.semantics``), comparisons of strings (``=``, ``!=`` on codes, an order
 on the strings), and negations of lower strata; an int may fill a float column of the
-head; a non-recursive stratum, when it has no
-aggregate rules (its delta queries run once, at inner iteration 0). Constants and
+head; a non-recursive stratum, unless it is one aggregate rule per predicate (then
+``deltalog.engine.dbsp.aggregates`` keeps it; its delta queries run once, at inner
+iteration 0). Constants and
 repeated variables in atoms are
 assignments of the plan (``deltalog.engine.join.plan.prepare``), and the head may hold
 constants. An aggregate rule reads lower strata only (the language allows no recursion
 through an aggregate): the maintainer of a non-recursive stratum of its own keeps it
-(``aggregate_rules``), and its rows of p enter as the input p@agg. A variable x that
+(``bridged_aggregates``), and its rows of p enter as the input p@agg (p#j@agg for the
+j-th of several aggregate rules of p). A variable x that
 joins an int and a float column is a float (the analysis' ``Rule.casts``: ``x / 2`` gives
 2.5 for 5); since an int column's codes are not a float's, the rule is rewritten
 (``uncast``) to read x from the int columns as an int variable x~int, with ``x = x~int``
