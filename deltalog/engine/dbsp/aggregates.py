@@ -159,22 +159,35 @@ class _Groups:
     vals: _Counts = field(default_factory=lambda: _Counts(2))  # (slot, value code) counts
 
     def slots(self, g: I64) -> I64:
-        """The slots of group codes ``g``, new groups given slots."""
+        """The slots of group codes ``g``, new groups given slots (slots in the order of
+        their codes when there are none yet and ``g`` is sorted, as a load's group codes
+        are when the key is one variable: the high half of the assignments' sorted keys;
+        then no lookup)."""
+        if not self.size and len(g) and not (g[1:] < g[:-1]).any():
+            edge = np.empty(len(g), np.bool_)
+            edge[0] = True
+            np.not_equal(g[1:], g[:-1], out=edge[1:])
+            self._grow(g[edge])
+            return np.cumsum(edge) - 1
         got = self.index.get(g)
         new = got < 0
         if new.any():
-            fresh = _distinct(g[new])
-            n0, n1 = self.size, self.size + len(fresh)
-            if n1 >= 2**31:
-                raise ValueError("not supported: more than 2^31 groups of one aggregate")
-            self.index.insert(fresh, np.arange(n0, n1, dtype=np.int64))
-            self.gcode = _grown(self.gcode, n1, 0)
-            self.gcode[n0:n1] = fresh
-            for name, fill in (("n", 0), ("hi", 0), ("lo", 0), ("best", -1)):
-                setattr(self, name, _grown(getattr(self, name), n1, fill))
-            self.size = n1
+            self._grow(_distinct(g[new]))
             got[new] = self.index.get(g[new])
         return got
+
+    def _grow(self, fresh: I64) -> None:
+        """Slots for group codes ``fresh`` (distinct, none held), in their order."""
+        n0, n1 = self.size, self.size + len(fresh)
+        if n1 >= 2**31:
+            raise ValueError("not supported: more than 2^31 groups of one aggregate")
+        self.index.reserve(len(fresh))
+        self.index.insert(fresh, np.arange(n0, n1, dtype=np.int64))
+        self.gcode = _grown(self.gcode, n1, 0)
+        self.gcode[n0:n1] = fresh
+        for name, fill in (("n", 0), ("hi", 0), ("lo", 0), ("best", -1)):
+            setattr(self, name, _grown(getattr(self, name), n1, fill))
+        self.size = n1
 
 
 class ColumnarAggregates:
@@ -354,17 +367,30 @@ class ColumnarAggregates:
 
     def _extremes(self, gr: _Groups, slots: I64, codes: I64) -> tuple[I64, I64]:
         """Each slot's least (min) or greatest (max) value among candidates (slot, code):
-        the slots, and the value codes."""
-        uniq, inverse = np.unique(codes, return_inverse=True)
+        the slots, and the value codes. Each code's rank in value order among the
+        candidates' distinct values, then the least or greatest rank of each slot's run
+        (the candidates sorted by slot: a load's are already)."""
+        top = int(codes.max())
+        if top < 4 * len(codes) + 1024:  # (codes dense among them: a table, no sort)
+            seen = np.zeros(top + 1, np.bool_)
+            seen[codes] = True
+            uniq = np.flatnonzero(seen)
+            at = np.empty(top + 1, np.int64)
+            at[uniq] = np.arange(len(uniq))
+            pos = at[codes]
+        else:
+            uniq, pos = np.unique(codes, return_inverse=True)
+            pos = pos.reshape(-1)
+        by_value = self._value_order(gr.vtype, uniq)
         rank = np.empty(len(uniq), np.int64)
-        rank[self._value_order(gr.vtype, uniq)] = np.arange(len(uniq))
-        r = rank[inverse.reshape(-1)]
-        order = np.lexsort((r, slots))
-        s_sorted = slots[order]
-        last = np.flatnonzero(np.diff(s_sorted)) + 1
-        pick = np.concatenate([[0], last]) if gr.func == "min" else \
-            np.concatenate([last - 1, [len(order) - 1]])
-        return s_sorted[pick], codes[order[pick]]
+        rank[by_value] = np.arange(len(uniq))
+        r = rank[pos]
+        if (slots[1:] < slots[:-1]).any():
+            order = np.argsort((slots << 32) | r, kind="stable")
+            slots, r = slots[order], r[order]
+        starts = np.flatnonzero(np.concatenate([[True], slots[1:] != slots[:-1]]))
+        best = (np.minimum if gr.func == "min" else np.maximum).reduceat(r, starts)
+        return slots[starts], uniq[by_value[best]]
 
     def _value_order(self, vtype: str, codes: I64) -> I64:
         """The positions of distinct codes ``codes`` in the order of their values."""
