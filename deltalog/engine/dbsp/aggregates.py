@@ -97,6 +97,8 @@ def aggregates_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
     heads = [r.head.pred for r in stratum.rules]
     if len(set(heads)) < len(heads):
         return "two aggregate rules define one predicate"
+    if any(prog.facts.get(p) for p in heads):
+        return "the program states facts of an aggregate's predicate"
     for rule in stratum.rules:
         if any(c.type not in TYPES for c in prog.schemas[rule.head.pred].columns):
             return f"'{rule.head.pred}' has a column that is not an int, float or string"

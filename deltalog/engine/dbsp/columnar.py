@@ -182,7 +182,8 @@ class _Slow(Exception):
 
 def columnar_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
     """Why ``stratum`` cannot be maintained by the columnar kernel (None: it can)."""
-    if not stratum.recursive and _one_rule_each(stratum):
+    if not stratum.recursive and _one_rule_each(stratum) and not any(
+            prog.facts.get(p) for p in stratum.preds):
         return "aggregate rules outside recursion (kept per group by their own maintainer)"
     for rule in stratum.rules:
         prep = prepare(_uncast(prog, rule))
@@ -219,7 +220,8 @@ def aggregate_rules(stratum: Stratum) -> Stratum | None:
 
 def _one_rule_each(stratum: Stratum) -> bool:
     """Whether every predicate of non-recursive ``stratum`` has one rule, an aggregate's
-    (then a maintainer of aggregate rules keeps the whole stratum, no bridge)."""
+    (then, unless the program has facts of one, a maintainer of aggregate rules keeps
+    the whole stratum, no bridge)."""
     heads = [r.head.pred for r in stratum.rules]
     return len(set(heads)) == len(heads) and all(r.aggregate is not None
                                                  for r in stratum.rules)
@@ -247,10 +249,13 @@ def bridged_aggregates(prog: AnalyzedProgram, stratum: Stratum
                        ) -> tuple[AnalyzedProgram, Stratum] | None:
     """What the maintainer of the aggregate rules of ``stratum`` keeps (None: there are
     none): ``aggregate_rules(stratum)`` with each rule's head named as it goes out
-    (``_aggregate_outputs``), and ``prog`` with the schemas of the names p#j."""
+    (``_aggregate_outputs``), and ``prog`` with the schemas of the names p#j and without
+    the facts of the stratum's predicates (the bridged stratum's own rows)."""
     outputs = _aggregate_outputs(stratum)
     if not outputs:
         return None
+    prog = replace(prog, facts={p: rows for p, rows in prog.facts.items()
+                                if p not in stratum.preds})
     schemas = dict(prog.schemas)
     rules = []
     for rule, name in outputs:

@@ -67,6 +67,9 @@ PLAIN = [
     "mi[x] = v :- e(x, v), x = {k}.",
     "ms[x] = x :- s(x, x).",
     "two[x, {k}] = 0 :- e(x, x).",
+    "ci[3] = 2.",  # (facts of an aggregate's predicate: the bridge's own rows)
+    'ms["b"] = "a".',
+    "all[] = 1.",
 ]
 
 
