@@ -103,6 +103,14 @@ def aggregates_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         if any(c.type not in TYPES for c in prog.schemas[rule.head.pred].columns):
             return f"'{rule.head.pred}' has a column that is not an int, float or string"
     asg_prog, asg_stratum, _ = _assignments(prog, stratum)
+    for rule, asg in zip(stratum.rules, asg_stratum.rules, strict=True):
+        types = {c.name: c.type for c in asg_prog.schemas[asg.head.pred].columns}
+        for term, col in zip(rule.head.args[:-1], prog.schemas[rule.head.pred].columns,
+                             strict=False):
+            if isinstance(term, Var) and types.get(term.name) != col.type:
+                # (two groups, ints beyond 2^53, would share one float key: DL302)
+                return (f"rule at {rule.loc}: its key {term.name} is an int in a float "
+                        "column")
     for rule in asg_stratum.rules:
         if not rule.head.args:
             return f"rule at {rule.loc}: an aggregate over assignments of no variable"
