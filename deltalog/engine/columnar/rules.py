@@ -577,9 +577,13 @@ class CompiledRule:
         keys = self.rule.head.args[:-1]
         if not cols.n:
             return self._empty()
-        # Distinct assignments, then groups by the head's keys.
-        key_cols = [self._as_column(cols, k, c.type)  # type: ignore[arg-type]
-                    for k, c in zip(keys, self.schema.columns, strict=False)]
+        # Distinct assignments, then groups by the head's keys, in the key variables' own
+        # types (as every evaluator groups them): ints beyond 2^53 that one float key
+        # stands for are two groups, two values of that key (the relation's DL302).
+        key_types = [cols.types[k.name] if isinstance(k, Var) else c.type
+                     for k, c in zip(keys, self.schema.columns, strict=False)]
+        key_cols = [self._as_column(cols, k, t)  # type: ignore[arg-type]
+                    for k, t in zip(keys, key_types, strict=True)]
         arg_t = cols.types[agg.arg.name] if agg.arg is not None else "int"
         arg = cols.codes[agg.arg.name] if agg.arg is not None else np.zeros(cols.n, np.int64)
         width = len(key_cols)
@@ -592,6 +596,12 @@ class CompiledRule:
         else:
             starts = np.zeros(1, np.int64)
         group_keys = table[starts, :width]
+        if [c.type for c in self.schema.columns[:width]] != key_types:
+            group_keys = np.column_stack([
+                self._as_column(Cols(len(starts), {"#": group_keys[:, j]}, {"#": t}),
+                                Var("#"), c.type)
+                for j, (t, c) in enumerate(zip(key_types, self.schema.columns,
+                                               strict=False))])
         values = table[:, -1]
         result_col = self.schema.columns[-1].type
         func = agg.func
