@@ -28,6 +28,7 @@ Each rule ``p[k...] = r <- agg<<r = f(a)>> body`` is split in two:
 A commit's work is the changed assignments (vectorized) and, in Python, the groups they
 change (old and new result rows, which the store and the strata above take as rows).
 Slots are never freed: a group that empties keeps its slot (count 0), as codes are kept.
+A body of no variable has one assignment at most, the empty row (p@asg of no column).
 """
 
 from collections.abc import Mapping
@@ -111,9 +112,6 @@ def aggregates_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
                 # (two groups, ints beyond 2^53, would share one float key: DL302)
                 return (f"rule at {rule.loc}: its key {term.name} is an int in a float "
                         "column")
-    for rule in asg_stratum.rules:
-        if not rule.head.args:
-            return f"rule at {rule.loc}: an aggregate over assignments of no variable"
     reason = columnar_reason(asg_prog, asg_stratum)
     return None if reason is None else f"its assignments are not columnar: {reason}"
 

@@ -51,6 +51,7 @@ TEMPLATES = [
     "two[x, {k}] = n <- agg<<n = {func}(y)>> e(x, y).",
     "fk[x] = n <- agg<<n = count()>> g(_, x), !e(_, 1).",
     "ci[x] = n <- agg<<n = count()>> e(x, _), g(_, _), g(_, _).",
+    "ci[{k}] = n <- agg<<n = count()>> e(1, 2), !e(2, {k}).",  # (assignments of no variable)
 ]
 NODES = st.integers(0, 3)
 INTS = st.sampled_from([0, 1, 2, 3, -1, 2**62, -(2**62), 2**63 - 1, -(2**63), 2**70])
