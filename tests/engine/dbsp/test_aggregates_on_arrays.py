@@ -167,7 +167,7 @@ class ArrayAggregates(RuleBasedStateMachine):
 
 
 TestArrayAggregates = ArrayAggregates.TestCase
-TestArrayAggregates.settings = settings(max_examples=150, stateful_step_count=8,
+TestArrayAggregates.settings = settings(max_examples=100, stateful_step_count=8,
                                         deadline=None)
 
 
@@ -186,7 +186,7 @@ class BridgedAggregates(ArrayAggregates):
 
 
 TestBridgedAggregates = BridgedAggregates.TestCase
-TestBridgedAggregates.settings = settings(max_examples=150, stateful_step_count=8,
+TestBridgedAggregates.settings = settings(max_examples=100, stateful_step_count=8,
                                           deadline=None)
 
 
