@@ -185,7 +185,7 @@ def _maintainer(prog: AnalyzedProgram, stratum: Stratum, strategy: str,
     if not use_dbsp:
         from deltalog.engine.ivm.stratum import SensitivityStratum
 
-        return SensitivityStratum(prog, stratum, compiled=columnar)
+        return SensitivityStratum(prog, stratum, compiled=columnar, coding=coding)
     from deltalog.engine.dbsp.stratum import DbspStratum
 
     if columnar and columnar_reason(prog, stratum) is None:

@@ -7,6 +7,7 @@ so, and its engine's root no longer grows with the rows it derives."""
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from deltalog.engine.ivm.stratum import SensitivityStratum
 from deltalog.engine.naive import evaluate_naive
 from deltalog.engine.runtime import IncrementalEngine
 from deltalog.engine.segments import MemorySegments, PagedDict, PagedMapping
+from deltalog.engine.storage import CodedRows
 from tests.engine.test_segments import _Store
 
 KEYS = [(i, j) for i in range(10) for j in range(2)]
@@ -194,13 +196,14 @@ PROGRAM = """
 .decl k(x: int, y: int)
 p(x, z) :- e(x, y), e(y, z).
 f[x, y] = s :- e(x, y), s = x + y.
-h[x] = y :- k(x, y).
+h[x, 0] = y :- k(x, y).
 """
 
 
 def _support(engine: IncrementalEngine) -> dict[str, object]:
-    """The support counts of every derived predicate."""
-    return {p: m.support[p] for _, m in engine.strata for p in m.preds}
+    """The support counts of every derived predicate kept in a mapping (p's are on
+    arrays: ``_CodedSupport``)."""
+    return {p: d for _, m in engine.strata for p, d in m.support.items()}
 
 
 def _by_key(engine: IncrementalEngine) -> dict[str, object]:
@@ -209,7 +212,8 @@ def _by_key(engine: IncrementalEngine) -> dict[str, object]:
 
 
 def test_a_stratum_saved_to_segments_writes_its_changes_and_opens_paged(monkeypatch):
-    """Support counts of 10^4 derived rows and the rows of two functional heads, through
+    """Support counts of 10^4 derived rows (on arrays) and of two functional heads (in
+    paged mappings), and the functional heads' rows by key, through
     random 10-row changes each saved to a store (dropping what it did not keep) and opened
     again: the relations are what a fresh engine derives, and the root does not grow."""
     for module in (seg, storage, interval_index, stratum_module):
@@ -234,6 +238,8 @@ def test_a_stratum_saved_to_segments_writes_its_changes_and_opens_paged(monkeypa
     for step in range(6):
         engine = IncrementalEngine.loads(root, store)
         assert all(isinstance(m, SensitivityStratum) for _, m in engine.strata)
+        assert sorted(p for _, m in engine.strata for p in m.coded) == ["p"]
+        assert sorted(_support(engine)) == ["f", "h"]
         assert all(type(d) is PagedDict for d in _support(engine).values())
         assert sorted(_by_key(engine)) == ["f", "h"]
         assert all(type(d) is PagedDict for d in _by_key(engine).values())
@@ -244,7 +250,7 @@ def test_a_stratum_saved_to_segments_writes_its_changes_and_opens_paged(monkeypa
             if edge not in edges:
                 new.add(edge)
         edges = (edges - set(gone)) | new
-        moved = {(step, 2 * step): -1, (step, -step): 1}  # h[step] takes another value
+        moved = {(step, 2 * step): -1, (step, -step): 1}  # h[step, 0] takes another value
         engine.apply({"e": {**dict.fromkeys(gone, -1), **dict.fromkeys(new, 1)}, "k": moved})
         keyed = (keyed - {(step, 2 * step)}) | {(step, -step)}
         fresh = IncrementalEngine(prog, {"e": edges, "k": keyed}, strategy="sensitivity")
@@ -258,7 +264,17 @@ def test_a_stratum_saved_to_segments_writes_its_changes_and_opens_paged(monkeypa
         overlays = sum(c.minus.nbytes + c.plus.nbytes for rel in engine.store.relations.values()
                        for c in rel._coded.values() if c is not None)
         assert overlays <= 2 * 16 * 1024 * len(engine.store.relations)
-        assert len(root) <= len(first) + 1024 + overlays
+        # and p's support counts: the arrays below a segment's size (a commit's new rows,
+        # in ``_Counts``' nursery and young part) are written inline
+        inline = sum(a.nbytes for _, m in engine.strata for c in m.coded.values()
+                     for a in vars(c.counts).values()
+                     if isinstance(a, np.ndarray) and a.nbytes < state_codec.ARRAY_MIN)
+        # and p's coded rows in the store: the rows changed since their keys were
+        # written, kept beside as rows (folded into the keys past a share of them)
+        inline += sum(16 * (len(rel.rows.ins) + len(rel.rows.era))
+                      for rel in engine.store.relations.values()
+                      if type(rel.rows) is CodedRows)
+        assert len(root) <= len(first) + 1024 + overlays + inline
     engine = IncrementalEngine.loads(root, store)
     want = evaluate_naive(prog, {"e": edges, "k": keyed})
     assert all(engine.relation(p) == want[p] for p in prog.idb)
@@ -267,5 +283,5 @@ def test_a_stratum_saved_to_segments_writes_its_changes_and_opens_paged(monkeypa
     assert all(type(d) is dict for d in (*support.values(), *by_key.values()))
     assert support == {p: dict(d.items()) for p, d in _support(engine).items()}
     assert by_key == {p: dict(d.items()) for p, d in _by_key(engine).items()}
-    with pytest.raises(DataError, match=r"h\[7\] = 14\..*h\[7\] = 15\."):
+    with pytest.raises(DataError, match=r"h\[7, 0\] = 14\..*h\[7, 0\] = 15\."):
         engine.apply({"k": {(7, 15): 1}})  # a second value, caught through the opened rows

@@ -8,15 +8,27 @@ is an error.
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from deltalog.engine.analysis.containment import supersets
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
 from deltalog.engine.analysis.typecheck import uncast
 from deltalog.engine.columnar.encoding import NotColumnar
+from deltalog.engine.dbsp.columnar import (
+    TYPES,
+    CodedRows,
+    SharedCoding,
+    _Counts,
+    _RowCoding,
+    _sum_by_key,
+)
 from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.exact_sum import group_out_of_range
-from deltalog.engine.heads import functional_conflict, head_projection
+from deltalog.engine.heads import change_conflict, functional_conflict, head_projection
 from deltalog.engine.ivm.aggregates import GroupAggregates
 from deltalog.engine.ivm.compiled import LoadCoding, UnitColumns
 from deltalog.engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
@@ -70,6 +82,15 @@ class _RuleHead:
         cols = self.schema.columns
         return tuple(coerce(v, c.type) for v, c in zip((*group, value), cols, strict=True))
 
+    def columns(self, units: Mapping[Unit, Env]) -> list[list[Any]] | None:
+        """The head rows of ``units`` (a load's) by column, a row per unit (rows repeat:
+        each is a unit's support), when the units come as columns and the head is
+        ``_columns_at``'s fast case; else None."""
+        if self.agg is not None or type(units) is not UnitColumns:
+            return None
+        at = self._columns_at(units.names)
+        return None if at is None else [units.columns[i] for i in at]
+
     def contributions(self, old: Mapping[Unit, Env], new: Mapping[Unit, Env]) -> dict[Row, int]:
         """Support changes of head rows from the units that left (old only) and joined
         (new only) the body."""
@@ -115,14 +136,131 @@ class _RuleHead:
         return out
 
 
+def _int_column(col: list[Any]) -> Any:
+    """An int head column of Python values as an int64 array (coded at once), or as it is
+    when an int is beyond 64 bits (coded one value at a time)."""
+    try:
+        return np.array(col, np.int64)
+    except OverflowError:
+        return col
+
+
+class _CodedSupport:
+    """The support counts of one derived predicate on arrays: its rows coded by the
+    engine's shared coding (``deltalog.engine.dbsp.columnar.SharedCoding``: the codes a
+    columnar stratum reading them takes as they are) as natural keys, a count each
+    (``_Counts``: sorted keys, a nursery for a commit's few). The relation goes to the
+    store as ``CodedRows``; a commit's rows are coded, looked up and counted as arrays,
+    and only the rows whose support crosses zero are made Python rows again (the head's
+    delta)."""
+
+    def __init__(self, coding: _RowCoding, functional: bool = False):
+        """``functional``: the predicate's key is its first column (the keys' high half),
+        and a key with two values is DL302."""
+        self.coding = coding
+        self.counts = _Counts(len(coding.types))
+        self.functional = functional
+
+    def load(self, keys: NDArray[np.int64], w: NDArray[np.int64]) -> None:
+        """(a load) Add support ``w`` to the rows of keys ``keys`` (not sorted, repeated)."""
+        if len(self.counts):  # (the program's facts of the predicate, loaded first)
+            old = self.counts.facts()
+            have, _ = self.counts.lookup(old)
+            keys, w = np.concatenate([old, keys]), np.concatenate([have, w])
+        k, c = _sum_by_key(keys, w)
+        if (c < 0).any():
+            raise AssertionError("negative support at a load")
+        self.counts.load(k, c)
+
+    def load_columns(self, columns: list[list[Any]]) -> None:
+        """(a load) Support 1 for each row given by column (Python values; rows repeat)."""
+        cols = [_int_column(c) if t == "int" else c
+                for t, c in zip(self.coding.types, columns, strict=True)]
+        keys = self.coding.encode_columns(cols)
+        self.load(keys, np.ones(len(keys), np.int64))
+
+    def add(self, pred: str, contrib: Mapping[Row, int]) -> Delta:
+        """Add support; rows whose support crosses zero make the head's delta."""
+        rows = [r for r, w in contrib.items() if w]
+        if not rows:
+            return {}
+        k, w = _sum_by_key(self.coding.encode(rows),
+                           np.fromiter((contrib[r] for r in rows), np.int64, len(rows)))
+        old, at = self.counts.lookup(k)
+        new = old + w
+        if ((w > 0) & (new < old)).any():
+            raise NotSupportedError(f"a row of {pred} derived more than 2^63 - 1 ways",
+                                    pred, NOT_SUPPORTED)
+        if (new < 0).any():
+            raise AssertionError(f"negative support for {pred}")
+        came, went = k[(old == 0) & (new > 0)], k[(old > 0) & (new == 0)]
+        delta: Delta = dict.fromkeys(self.coding.decode(came), 1)
+        delta.update(dict.fromkeys(self.coding.decode(went), -1))
+        if self.functional and len(came):  # (before the counts change)
+            self._check(pred, came, went, delta)
+        self.counts.update(k, old, new, at)
+        return delta
+
+    def _check(self, pred: str, came: NDArray[np.int64], went: NDArray[np.int64],
+               delta: Delta) -> None:
+        """DL302 when a key of the rows that came has two values in the new version (as
+        ``deltalog.engine.heads.change_conflict`` names them)."""
+        first = np.unique(came >> 32)
+        n = np.zeros(len(first), np.int64)
+        for keys, sign in ((self.counts.with_high(first), 1), (went, -1), (came, 1)):
+            pos = np.minimum(np.searchsorted(first, keys >> 32), len(first) - 1)
+            pos = pos[first[pos] == keys >> 32]  # (a row that went may have another key)
+            n += sign * np.bincount(pos, minlength=len(first))
+        if not (n > 1).any():
+            return
+        codes = self.coding.codes[self.coding.types[0]]
+
+        def old_value(key: Row) -> Row | None:
+            code = codes.find([key[0]])
+            facts = self.counts.with_high(code) if code[0] >= 0 else code[:0]
+            return self.coding.decode(facts[:1])[0] if len(facts) else None
+
+        change_conflict(pred, 1, delta, old_value)
+        raise AssertionError(f"two values for one key of {pred}, not found again")
+
+    def check_load(self, pred: str) -> None:
+        """(a load, functional) DL302 for the first key of two values."""
+        keys = self.counts.facts()
+        high = keys >> 32
+        twice = np.flatnonzero(high[1:] == high[:-1])
+        if len(twice):
+            a, b = self.coding.decode(keys[twice[0]: twice[0] + 2])
+            raise functional_conflict(pred, a, b)
+
+    def rows(self) -> CodedRows:
+        """The rows of positive support."""
+        return CodedRows(self.counts.facts(), self.coding)
+
+    def as_dict(self) -> dict[Row, int]:
+        """(tests) Every row's support."""
+        keys = self.counts.facts()
+        counts, _ = self.counts.lookup(keys)
+        return dict(zip(self.coding.decode(keys), counts.tolist(), strict=True))
+
+
 class SensitivityStratum:
     """A non-recursive stratum maintained with sensitivity indices and a change oracle."""
 
     strategy = "sensitivity"
 
-    def __init__(self, prog: AnalyzedProgram, stratum: Stratum, compiled: bool = True):
+    # Predicates whose support counts are kept on arrays (``_CodedSupport``; a state saved
+    # before them: none).
+    coded: dict[str, _CodedSupport] = MappingProxyType({})  # type: ignore[assignment]
+
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum, compiled: bool = True,
+                 coding: SharedCoding | None = None):
         """``compiled``: record each rule's first evaluation on the compiled join where the
-        rule allows it (``deltalog.engine.ivm.compiled``), else on the tuple join."""
+        rule allows it (``deltalog.engine.ivm.compiled``), else on the tuple join.
+        ``coding``: the codes the engine's columnar strata share; given (and ``compiled``),
+        the support counts of each predicate that has no aggregate rule, int, float and
+        string columns (one at least) and, if functional, a key of one column are kept on
+        arrays in it (``_CodedSupport``), and its relation goes to the store as coded
+        rows."""
         if stratum.recursive:
             raise NotSupportedError(
                 f"the sensitivity strategy maintains non-recursive strata only; "
@@ -136,11 +274,22 @@ class SensitivityStratum:
         self.preds = stratum.preds
         self.heads: list[_RuleHead] = []
         # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
-        self.support: dict[str, MutableMapping[Row, int]] = {p: {} for p in stratum.preds}
+        self.coded = {}
+        if compiled and coding is not None:
+            aggregated = {r.head.pred for r in stratum.rules if r.aggregate is not None}
+            for p in stratum.preds:
+                schema = prog.schemas[p]
+                types = tuple(c.type for c in schema.columns)
+                if (types and p not in aggregated and all(t in TYPES for t in types)
+                        and (not schema.functional or schema.key_arity == 1)):
+                    self.coded[p] = _CodedSupport(
+                        _RowCoding(types, coding.codes, coding.packing), schema.functional)
+        self.support: dict[str, MutableMapping[Row, int]] = {
+            p: {} for p in stratum.preds if p not in self.coded}
         self.work: dict[str, int] = {}
         # Functional heads: the present row of every key, to catch a second value.
         self.by_key: dict[str, MutableMapping[Row, Row]] = {
-            p: {} for p in stratum.preds if prog.schemas[p].functional
+            p: {} for p in stratum.preds if prog.schemas[p].functional and p not in self.coded
         }
 
     def __getstate__(self) -> dict[str, Any]:
@@ -161,7 +310,7 @@ class SensitivityStratum:
         self.support = {p: PagedMapping.unwrap(d) for p, d in self.support.items()}
         self.by_key = {p: PagedMapping.unwrap(d) for p, d in self.by_key.items()}
 
-    def initialize(self, store: RelationStore) -> dict[str, set[Row]]:
+    def initialize(self, store: RelationStore) -> dict[str, set[Row] | CodedRows]:
         stats, counters = JoinStats(), WorkCounters()
         for pred in self.preds:  # program facts of a derived predicate: permanent support
             self._add(pred, dict.fromkeys(self.prog.facts.get(pred, ()), 1))
@@ -183,9 +332,26 @@ class SensitivityStratum:
         for head in self.heads:
             units = head.maintainer.initialize(store, stats, counters,
                                                self.prog if self.compiled else None, coding)
+            coded = self.coded.get(head.pred)
+            if coded is not None:  # (a head of variables: its rows by column, no tuple)
+                columns = head.columns(units)
+                if columns is not None:
+                    coded.load_columns(columns)
+                    continue
             self._add(head.pred, head.contributions({}, units))
+        for pred, coded in self.coded.items():
+            if coded.functional:
+                coded.check_load(pred)
         self.work = {**stats.as_dict(), **counters.as_dict()}
-        return {p: set(rows) for p, rows in self.support.items()}
+        out: dict[str, set[Row] | CodedRows] = {
+            p: set(rows) for p, rows in self.support.items()}
+        out.update({p: c.rows() for p, c in self.coded.items()})
+        return out
+
+    def support_of(self, pred: str) -> Mapping[Row, int]:
+        """(tests) The support count of every row of ``pred``."""
+        coded = self.coded.get(pred)
+        return coded.as_dict() if coded is not None else self.support[pred]
 
     def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
         stats, counters = JoinStats(), WorkCounters()
@@ -210,6 +376,9 @@ class SensitivityStratum:
     def _add(self, pred: str, contrib: Mapping[Row, int]) -> Delta:
         """Add support; rows whose support crosses zero make the head's delta. A
         functional head takes its erasures first, then checks every new row's key."""
+        coded = self.coded.get(pred)
+        if coded is not None:
+            return coded.add(pred, contrib)
         support = self.support[pred]
         delta: Delta = {}
         for row, w in contrib.items():

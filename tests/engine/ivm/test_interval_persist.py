@@ -527,4 +527,7 @@ def test_a_triangle_engine_kept_in_segments_maintains_like_a_recompute():
         present = {r for r in present if delta.get(r) != -1} | {
             r for r, w in delta.items() if w > 0}
         assert engine.relation("tri") == evaluate(prog, {"e": present})["tri"]
-    assert max(roots) < 64 * 1024 and roots[-1] < 2 * roots[0], roots
+    # (the root holds the arrays below a segment's size, ``state_codec.ARRAY_MIN``: here
+    # tri's support counts on arrays, its coded rows and the table of its column pairs,
+    # about 60 KiB of it)
+    assert max(roots) < 128 * 1024 and roots[-1] < 2 * roots[0], roots
