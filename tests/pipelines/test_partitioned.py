@@ -305,7 +305,9 @@ def test_spark_submit_runs_the_update_job_partitioned(tmp_path):
 
 
 @pytest.mark.parametrize("pipeline,whole", [
-    ("debian", False), ("wordnet", False),
+    ("debian", False),
+    # (the WordNet subset, 38 s: in the slow run, as the whole examples are)
+    pytest.param("wordnet", False, marks=pytest.mark.slow),
     pytest.param("debian", True, marks=pytest.mark.slow),
     pytest.param("wordnet", True, marks=pytest.mark.slow),
 ])
@@ -313,7 +315,7 @@ def test_the_example_pipelines_partitioned_equal_single_process(spark, tmp_path,
                                                                 whole):
     """Both examples, snapshot 1 then the change to snapshot 2, every stratum in 8
     partitions: on a subset (Debian: the packages of section admin; WordNet: four
-    lexicographer files), and whole in the slow run."""
+    lexicographer files, in the slow run), and whole in the slow run."""
     from deltalog.dagster_project.demo import _loader
     from deltalog.examples.wordnet.snapshot import QUICK_LEXNAMES
     from deltalog.pipelines.warehouse import apply_snapshot, build_warehouse

@@ -212,7 +212,7 @@ class ColumnarMachine(RuleBasedStateMachine):
 
 
 TestColumnarOracle = ColumnarMachine.TestCase
-TestColumnarOracle.settings = settings(max_examples=400, stateful_step_count=12,
+TestColumnarOracle.settings = settings(max_examples=250, stateful_step_count=12,
                                        deadline=None)
 
 
