@@ -536,8 +536,9 @@ def warm() -> None:
     """Compile (or load from numba's cache) the kernels most programs use: evaluation
     from scratch (``deltalog.engine.columnar.evaluate.warm``), and a sensitivity load,
     commits and a save (the recording join, the commit join, the array parts' stabs and
-    merges); and the DBSP kernels of recursive strata (the generic steps and a linear
-    closure's loop). Setup calls it, so that a user's first run does not compile."""
+    merges); the DBSP kernels of recursive strata (the generic steps and a linear
+    closure's loop); and aggregate rules on arrays. Setup calls it, so that a user's
+    first run does not compile."""
     from deltalog.engine.analysis.analyze import load_program
     from deltalog.engine.columnar.evaluate import warm as warm_evaluation
     from deltalog.engine.dbsp import kernels as dbsp_kernels
@@ -552,3 +553,9 @@ def warm() -> None:
     engine.apply({"e": {(1, 3): 1, (0, 1): -1}})
     engine.apply({"e": {(1, 3): -1, (0, 1): 1}})
     engine.dumps()  # (a save makes parts of what the commits recorded, repeats dropped)
+    # aggregate rules on arrays (``deltalog.engine.dbsp.aggregates``: 128-bit sums)
+    prog = load_program(".decl e(x: int, y: int)\n"
+                        "s[x] = n <- agg<<n = sum(y)>> e(x, y).\n"
+                        "m[x] = n <- agg<<n = max(y)>> e(x, y).", "<warm>")
+    engine = IncrementalEngine(prog, {"e": [(0, 1), (0, 2), (1, 5)]})
+    engine.apply({"e": {(0, 3): 1, (1, 5): -1}})
