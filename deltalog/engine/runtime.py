@@ -290,6 +290,11 @@ class IncrementalEngine:
                     "the columnar kernel is off")
                 out.append(f"{names}: maintained by the tuple-at-a-time DBSP kernel ({why})")
             elif isinstance(m, SensitivityStratum):
+                for pred in m.preds:  # (an aggregate's under auto and dbsp: said above)
+                    kept = m.mapping_reason(pred)
+                    if kept is not None and (self.strategy == "sensitivity"
+                                             or not kept.startswith("an aggregate's")):
+                        out.append(f"{pred}: support counts kept in Python objects ({kept})")
                 for head in m.heads:
                     rule = head.maintainer
                     by = rule.recorded_by

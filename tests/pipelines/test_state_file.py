@@ -147,9 +147,10 @@ def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
 ):
     """Sorted runs past ``CHECKED_MAX`` are checked a page at a time, when a page is
     read: a damaged page met in the middle of a run rebuilds from the tables. (A
-    sensitivity stratum keeps its support counts as sorted runs: the aggregate's is
-    made one here, as a state saved before aggregates were kept on arrays has it; a
-    columnar stratum keeps arrays, and its inputs, loaded by column, coded.)"""
+    sensitivity stratum keeps an aggregate's support counts as sorted runs: the
+    aggregate's stratum is made one here, as a state saved before aggregates were kept
+    on arrays has it; a columnar stratum keeps arrays, and its inputs, loaded by column,
+    coded.)"""
     monkeypatch.setattr(deltalog.pipelines.state_store, "CHECKED_MAX", 0)
     monkeypatch.setattr(deltalog.engine.dbsp.aggregates, "aggregates_reason",
                         lambda prog, stratum: "(this test: sorted runs to damage)")

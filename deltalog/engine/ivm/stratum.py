@@ -348,6 +348,22 @@ class SensitivityStratum:
         out.update({p: c.rows() for p, c in self.coded.items()})
         return out
 
+    def mapping_reason(self, pred: str) -> str | None:
+        """Why ``pred``'s support counts are kept in a Python mapping, not on arrays, for a
+        run's notes (None: on arrays, or nothing to say: a predicate of no column, which
+        holds one row at most, or the columnar kernel off, which the notes of the rules
+        say)."""
+        schema = self.prog.schemas[pred]
+        if pred in self.coded or not schema.columns or not self.compiled:
+            return None
+        if any(r.head.pred == pred and r.aggregate is not None for r in self.stratum.rules):
+            return "an aggregate's, whose groups the sensitivity strategy keeps per group"
+        if any(c.type not in TYPES for c in schema.columns):
+            return "a column that is not an int, float or string"
+        if schema.functional and schema.key_arity != 1:
+            return f"a functional head whose key has {schema.key_arity} columns"
+        return "a state saved before they were kept on arrays"
+
     def support_of(self, pred: str) -> Mapping[Row, int]:
         """(tests) The support count of every row of ``pred``."""
         coded = self.coded.get(pred)

@@ -271,7 +271,8 @@ def test_rules_over_strings_commit_on_the_compiled_join_saved_and_relabelled(seg
             "blocked": {(p,) for p in people[:3]}}
     prog = load_program(PEOPLE)
     engine = IncrementalEngine(prog, data, "sensitivity")
-    assert engine.slow_paths() == []
+    # (the joins' notes; an aggregate's support counts under this strategy have their own)
+    assert [line for line in engine.slow_paths() if "support counts" not in line] == []
     store = MemorySegments() if segments else None
     for k in range(12):
         new = [name() + "-" + str(k) for _ in range(3)]
@@ -288,7 +289,8 @@ def test_rules_over_strings_commit_on_the_compiled_join_saved_and_relabelled(seg
         if k % 4 == 1:
             engine = _reopen(engine, store)
     assert engine.store.strings.epoch >= 1  # (relabelled on the way)
-    assert engine.slow_paths() == []
+    # (the joins' notes; an aggregate's support counts under this strategy have their own)
+    assert [line for line in engine.slow_paths() if "support counts" not in line] == []
 
 
 def test_a_negation_of_a_string_constant_probed_by_a_commit_is_stabbed_by_a_later_one():
@@ -314,7 +316,8 @@ def test_a_negation_of_a_string_constant_probed_by_a_commit_is_stabbed_by_a_late
         assert engine.relation("q") == want["q"], k
         if k == 2:
             engine = _reopen(engine, None)
-    assert engine.slow_paths() == []
+    # (the joins' notes; an aggregate's support counts under this strategy have their own)
+    assert [line for line in engine.slow_paths() if "support counts" not in line] == []
 
 
 def test_a_saved_dictionary_writes_what_was_added_since_it_was_opened():

@@ -31,6 +31,7 @@ DECLS = """.decl e(a: int, b: int)
 .decl t(a: int)
 .decl f[a: int] = b: int
 .decl h[a: int, b: int] = c: int
+.decl n[a: int] = c: int
 """
 TEMPLATES = [
     "p(x, z) :- e(x, y), e(y, z).",
@@ -221,3 +222,26 @@ def test_a_functional_head_on_arrays_names_the_two_values_of_a_key():
         "f": {(1, 2): -1, (1, 5): 1, (3, 3): 1}}
     with pytest.raises(DataError, match=r"f\[2\] = 2\..*f\[2\] = 7\."):
         eng.apply({"e": {(2, 7): 1, (1, 5): -1}})
+
+
+def test_a_runs_notes_name_the_support_counts_kept_in_python_objects():
+    """A predicate whose support counts stay in a mapping is named in the run's notes with
+    why: a functional head of a key of two columns; an aggregate's under the sensitivity
+    strategy (under auto its groups are on arrays, or the note of its aggregate rules
+    says why not). The rest, on arrays, are not named, nor is anything when the columnar
+    kernel is off (the notes of the rules say so)."""
+    prog = load_program(DECLS + "h[x, y] = z :- e(x, y), e(y, z).\n"
+                        "p(x, y) :- e(x, y).\n"
+                        "n[x] = c <- agg<<c = count()>> e(x, _).\n")
+    data = {"e": {(0, 1), (1, 2)}}
+    sens = IncrementalEngine(prog, data, "sensitivity")
+    assert sorted(line for line in sens.slow_paths() if "support counts" in line) == [
+        "h: support counts kept in Python objects (a functional head whose key has 2 "
+        "columns)",
+        "n: support counts kept in Python objects (an aggregate's, whose groups the "
+        "sensitivity strategy keeps per group)",
+    ]
+    # (under auto: h and p on the columnar kernel, n's groups on arrays)
+    assert IncrementalEngine(prog, data).slow_paths() == []
+    assert not [line for line in IncrementalEngine(prog, data, "sensitivity", columnar=False)
+                .slow_paths() if "support counts" in line]
