@@ -117,7 +117,7 @@ from deltalog.engine.dbsp.stratum import (
     negation_change,
     seeded_order,
 )
-from deltalog.engine.errors import DataError
+from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.heads import change_conflict, check_functional
 from deltalog.engine.join.plan import PlanAtom, PreparedRule, compare_assignments, prepare
 from deltalog.engine.join.trie import JoinStats
@@ -985,8 +985,11 @@ class _RowCoding:
         if isinstance(col, Dictionary):
             return self._column(t, col.values)[np.asarray(col.indices, np.int64)]
         if not isinstance(col, np.ndarray):  # (a list: its values as they are, not numpy's
-            # fixed-width text, which drops a string's trailing NULs)
-            col = np.asarray(col, dtype=np.float64 if t == "float" else object)
+            # fixed-width text, which drops a string's trailing NULs; ints as one int64
+            # array when all fit)
+            ints = np.array(col) if t == "int" else None
+            col = ints if ints is not None and ints.dtype.kind == "i" else np.asarray(
+                col, dtype=np.float64 if t == "float" else object)
         if t == "float":  # (an int filling a float column is the float; -0.0 is 0.0)
             return self.codes[t].encode_array(np.asarray(col, np.float64) + 0.0)
         if t == "int" and col.dtype.kind == "i":
@@ -1522,6 +1525,44 @@ class _Counts:
             self.ykeys = self.nkeys = _E64
             self.ycnt = self.ncnt = self.cnt[:0].copy()
             self.dead = 0
+
+    def change(self, pred: str, k: I64, w: I64) -> tuple[I64, I64, list[tuple[I64, Bool]]]:
+        """The counts of keys ``k`` (sorted, distinct) before and after adding ``w``, and
+        where the parts hold them (for ``update``)."""
+        old, at = self.lookup(k)
+        new = old + w
+        if ((w > 0) & (new < old)).any():
+            raise NotSupportedError(f"a fact of {pred} derived more than 2^63 - 1 ways",
+                                    pred, NOT_SUPPORTED)
+        if (new < 0).any():
+            raise AssertionError(f"negative derivation count in {pred}")
+        return old, new, at
+
+    def check_functional(self, pred: str, coding: "_RowCoding", came: I64, went: I64,
+                         d: Delta) -> None:
+        """A key of functional ``pred`` (one column: the keys' high half) with two values
+        once the facts of keys ``came`` come and those of ``went`` go (their rows: ``d``)
+        is DL302, named as ``deltalog.engine.heads.change_conflict`` names it; raised
+        before the counts change."""
+        if not len(came):
+            return
+        first = _distinct(came >> 32)
+        n = np.zeros(len(first), np.int64)
+        for keys, sign in ((self.with_high(first), 1), (went, -1), (came, 1)):
+            pos, hit = _find(first, keys >> 32)
+            n += sign * np.bincount(pos[hit], minlength=len(first))
+        if not (n > 1).any():
+            return
+        codes = coding.codes[coding.types[0]]
+
+        def old_value(key: Row) -> Row | None:
+            """The key's row in the old version (the key of an inserted row)."""
+            code = codes.find([key[0]])
+            facts = self.with_high(code) if code[0] >= 0 else _E64
+            return coding.decode(facts[:1])[0] if len(facts) else None
+
+        change_conflict(pred, 1, d, old_value)
+        raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def with_high(self, first: I64) -> I64:
         """The facts (keys) whose high half is one of ``first`` (sorted, distinct)."""
@@ -2643,13 +2684,7 @@ class ColumnarStratum:
         self.last_change = {}
         for pred, (k, w) in self._delta_c(0, {}, {}, {}).items():
             rel = self.counted[pred]
-            old, at = rel.lookup(k)
-            new = old + w
-            if ((w > 0) & (new < old)).any():
-                raise ValueError(f"not supported: a fact of {pred} derived more than "
-                                 "2^63 - 1 ways")
-            if (new < 0).any():
-                raise AssertionError(f"negative derivation count in {pred}")
+            old, new, at = rel.change(pred, k, w)
             came, went = k[(old == 0) & (new > 0)], k[(old > 0) & (new == 0)]
             self.last_change[pred] = (came, went)
             d: Delta = dict.fromkeys(self._decode(pred, came), 1)
@@ -2670,36 +2705,15 @@ class ColumnarStratum:
 
     def _check_counted(self, pred: str, rel: "_Counts", k: I64, old: I64, new: I64,
                        d: Delta) -> None:
-        """A key of functional ``pred`` (one column: the keys' high half) with two values
-        in the new version (the old facts of counts ``old`` at keys ``k`` counting ``new``)
-        is DL302, as ``deltalog.engine.heads.check_functional``; raised before the state
-        changes."""
-        came = k[(old == 0) & (new > 0)]
-        if not len(came):
-            return
-        went = k[(old > 0) & (new == 0)]
-        first = _distinct(came >> 32)
-        held = rel.with_high(first)
-        n = np.zeros(len(first), np.int64)
-        for keys, sign in ((held, 1), (went, -1), (came, 1)):
-            pos, hit = _find(first, keys >> 32)
-            n += sign * np.bincount(pos[hit], minlength=len(first))
-        if not (n > 1).any():
-            return
-        column = self.prog.schemas[pred].columns[0]
-
-        def old_value(key: Row) -> Row | None:
-            """The key's row in the old version (the key of an inserted row)."""
-            code = self.codes[column.type].find([key[0]])
-            facts = rel.with_high(code) if code[0] >= 0 else _E64
-            return self._decode(pred, facts[:1])[0] if len(facts) else None
-
+        """A key of functional ``pred`` with two values in the new version (the old facts
+        of counts ``old`` at keys ``k`` counting ``new``) is DL302
+        (``_Counts.check_functional``); raised before the state changes."""
         try:
-            change_conflict(pred, 1, d, old_value)
+            rel.check_functional(pred, self._coding(pred), k[(old == 0) & (new > 0)],
+                                 k[(old > 0) & (new == 0)], d)
         except DataError:
             self._input_delta = {}  # (the inputs keep their old versions)
             raise
-        raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def _delta_c(self, t: int, prev: Mapping[str, tuple[I64, I64]],
                  prev2: Mapping[str, tuple[I64, I64]], last: Mapping[str, tuple[I64, I64]]

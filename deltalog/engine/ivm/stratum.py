@@ -28,7 +28,7 @@ from deltalog.engine.dbsp.columnar import (
 )
 from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.exact_sum import group_out_of_range
-from deltalog.engine.heads import change_conflict, functional_conflict, head_projection
+from deltalog.engine.heads import functional_conflict, head_projection
 from deltalog.engine.ivm.aggregates import GroupAggregates
 from deltalog.engine.ivm.compiled import LoadCoding, UnitColumns
 from deltalog.engine.ivm.rule import RuleMaintainer, Unit, WorkCounters
@@ -136,13 +136,19 @@ class _RuleHead:
         return out
 
 
-def _int_column(col: list[Any]) -> Any:
-    """An int head column of Python values as an int64 array (coded at once), or as it is
-    when an int is beyond 64 bits (coded one value at a time)."""
-    try:
-        return np.array(col, np.int64)
-    except OverflowError:
-        return col
+def _array_reason(prog: AnalyzedProgram, stratum: Stratum, pred: str) -> str | None:
+    """Why the support counts of ``pred`` (of ``stratum``) cannot be kept on arrays
+    (``_CodedSupport``; None: they can)."""
+    schema = prog.schemas[pred]
+    if not schema.columns:
+        return "no column"
+    if any(r.head.pred == pred and r.aggregate is not None for r in stratum.rules):
+        return "an aggregate's, whose groups the sensitivity strategy keeps per group"
+    if any(c.type not in TYPES for c in schema.columns):
+        return "a column that is not an int, float or string"
+    if schema.functional and schema.key_arity != 1:
+        return f"a functional head whose key has {schema.key_arity} columns"
+    return None
 
 
 class _CodedSupport:
@@ -174,9 +180,7 @@ class _CodedSupport:
 
     def load_columns(self, columns: list[list[Any]]) -> None:
         """(a load) Support 1 for each row given by column (Python values; rows repeat)."""
-        cols = [_int_column(c) if t == "int" else c
-                for t, c in zip(self.coding.types, columns, strict=True)]
-        keys = self.coding.encode_columns(cols)
+        keys = self.coding.encode_columns(columns)
         self.load(keys, np.ones(len(keys), np.int64))
 
     def add(self, pred: str, contrib: Mapping[Row, int]) -> Delta:
@@ -186,42 +190,14 @@ class _CodedSupport:
             return {}
         k, w = _sum_by_key(self.coding.encode(rows),
                            np.fromiter((contrib[r] for r in rows), np.int64, len(rows)))
-        old, at = self.counts.lookup(k)
-        new = old + w
-        if ((w > 0) & (new < old)).any():
-            raise NotSupportedError(f"a row of {pred} derived more than 2^63 - 1 ways",
-                                    pred, NOT_SUPPORTED)
-        if (new < 0).any():
-            raise AssertionError(f"negative support for {pred}")
+        old, new, at = self.counts.change(pred, k, w)
         came, went = k[(old == 0) & (new > 0)], k[(old > 0) & (new == 0)]
         delta: Delta = dict.fromkeys(self.coding.decode(came), 1)
         delta.update(dict.fromkeys(self.coding.decode(went), -1))
-        if self.functional and len(came):  # (before the counts change)
-            self._check(pred, came, went, delta)
+        if self.functional:  # (before the counts change)
+            self.counts.check_functional(pred, self.coding, came, went, delta)
         self.counts.update(k, old, new, at)
         return delta
-
-    def _check(self, pred: str, came: NDArray[np.int64], went: NDArray[np.int64],
-               delta: Delta) -> None:
-        """DL302 when a key of the rows that came has two values in the new version (as
-        ``deltalog.engine.heads.change_conflict`` names them)."""
-        first = np.unique(came >> 32)
-        n = np.zeros(len(first), np.int64)
-        for keys, sign in ((self.counts.with_high(first), 1), (went, -1), (came, 1)):
-            pos = np.minimum(np.searchsorted(first, keys >> 32), len(first) - 1)
-            pos = pos[first[pos] == keys >> 32]  # (a row that went may have another key)
-            n += sign * np.bincount(pos, minlength=len(first))
-        if not (n > 1).any():
-            return
-        codes = self.coding.codes[self.coding.types[0]]
-
-        def old_value(key: Row) -> Row | None:
-            code = codes.find([key[0]])
-            facts = self.counts.with_high(code) if code[0] >= 0 else code[:0]
-            return self.coding.decode(facts[:1])[0] if len(facts) else None
-
-        change_conflict(pred, 1, delta, old_value)
-        raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def check_load(self, pred: str) -> None:
         """(a load, functional) DL302 for the first key of two values."""
@@ -276,14 +252,12 @@ class SensitivityStratum:
         # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
         self.coded = {}
         if compiled and coding is not None:
-            aggregated = {r.head.pred for r in stratum.rules if r.aggregate is not None}
             for p in stratum.preds:
                 schema = prog.schemas[p]
-                types = tuple(c.type for c in schema.columns)
-                if (types and p not in aggregated and all(t in TYPES for t in types)
-                        and (not schema.functional or schema.key_arity == 1)):
-                    self.coded[p] = _CodedSupport(
-                        _RowCoding(types, coding.codes, coding.packing), schema.functional)
+                if _array_reason(prog, stratum, p) is None:
+                    self.coded[p] = _CodedSupport(_RowCoding(
+                        tuple(c.type for c in schema.columns), coding.codes,
+                        coding.packing), schema.functional)
         self.support: dict[str, MutableMapping[Row, int]] = {
             p: {} for p in stratum.preds if p not in self.coded}
         self.work: dict[str, int] = {}
@@ -353,16 +327,10 @@ class SensitivityStratum:
         run's notes (None: on arrays, or nothing to say: a predicate of no column, which
         holds one row at most, or the columnar kernel off, which the notes of the rules
         say)."""
-        schema = self.prog.schemas[pred]
-        if pred in self.coded or not schema.columns or not self.compiled:
+        if pred in self.coded or not self.prog.schemas[pred].columns or not self.compiled:
             return None
-        if any(r.head.pred == pred and r.aggregate is not None for r in self.stratum.rules):
-            return "an aggregate's, whose groups the sensitivity strategy keeps per group"
-        if any(c.type not in TYPES for c in schema.columns):
-            return "a column that is not an int, float or string"
-        if schema.functional and schema.key_arity != 1:
-            return f"a functional head whose key has {schema.key_arity} columns"
-        return "a state saved before they were kept on arrays"
+        return _array_reason(self.prog, self.stratum, pred) or (
+            "a state saved before they were kept on arrays")
 
     def support_of(self, pred: str) -> Mapping[Row, int]:
         """(tests) The support count of every row of ``pred``."""
