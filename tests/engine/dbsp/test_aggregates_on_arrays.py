@@ -8,15 +8,15 @@ fill, extremes leave and sums cancel."""
 
 import numpy as np
 import pytest
-from hypothesis import event, given, note, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize
 
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.dbsp.aggregates import ColumnarAggregates, add128
 from deltalog.engine.errors import DataError
 from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
-from deltalog.engine.segments import MemorySegments
+from tests.engine.machines import AgainstRecompute, outcome
 
 DECLS = """.decl e(a: int, b: int)
 .decl g(a: int, b: float)
@@ -95,17 +95,10 @@ def programs(draw, most: int = 1) -> str:
     return DECLS + "\n".join(filled) + "\n"
 
 
-def _outcome(make):
-    try:
-        return make()
-    except DataError as err:
-        return err.code
-
-
-class ArrayAggregates(RuleBasedStateMachine):
+class ArrayAggregates(AgainstRecompute):
     """One aggregate rule per predicate: a stratum kept by ``ColumnarAggregates``."""
 
-    failed = False
+    ROWS = ROWS
     most = 1
 
     @initialize(text=programs(),
@@ -113,57 +106,17 @@ class ArrayAggregates(RuleBasedStateMachine):
         {p: st.sets(rows, max_size=8) for p, rows in ROWS.items()}))
     def load(self, text, data):
         note(text)
-        self.prog = load_program(text)
-        self.preds = sorted(self.prog.idb)
-        got = _outcome(lambda: IncrementalEngine(self.prog, data))
-        want = _outcome(lambda: RecomputeEngine(self.prog, data))
-        if isinstance(got, str) or isinstance(want, str):
-            assert got == want
-            event("the load is a data error")
-            self.failed = True
+        prog = load_program(text)
+        if not self.start(sorted(prog.idb), lambda: RecomputeEngine(prog, data),
+                          lambda: IncrementalEngine(prog, data)):
             return
-        self.eng, self.rec = got, want
-        for _, m in self.eng.strata:
+        eng = self.engines[0]
+        for _, m in eng.strata:
             if self.most == 1:
                 assert isinstance(m, ColumnarAggregates)
             else:  # (or the bridge of a columnar stratum, when a predicate has two rules)
                 assert isinstance(getattr(m, "aggregates", m), ColumnarAggregates)
-        assert self.eng.slow_paths() == []
-        self.store = MemorySegments()
-
-    @precondition(lambda self: not self.failed)
-    @rule(picks=st.lists(st.tuples(st.sampled_from(sorted(ROWS)), st.booleans()),
-                         min_size=1, max_size=5), data=st.data())
-    def commit(self, picks, data):
-        deltas: dict[str, dict[tuple, int]] = {}
-        for pred, insert in picks:
-            held = sorted(self.rec.relation(pred), key=repr)
-            # (a deletion takes a row that is there, most often)
-            row = data.draw(ROWS[pred] if insert or not held else st.sampled_from(held))
-            if insert != self.rec.contains(pred, row) and row not in deltas.get(pred, {}):
-                deltas.setdefault(pred, {})[row] = 1 if insert else -1
-        note(repr(deltas))
-        got = _outcome(lambda: self.eng.apply(deltas))
-        assert got == _outcome(lambda: self.rec.apply(deltas))
-        self.failed = isinstance(got, str)
-        event("a commit is a data error" if self.failed else "a commit agreed")
-
-    @precondition(lambda self: self.failed)
-    @rule()
-    def stopped(self):
-        """(after an error: the engines are broken, nothing to do)"""
-
-    @precondition(lambda self: not self.failed)
-    @rule()
-    def round_trip_through_segments(self):
-        self.eng = IncrementalEngine.loads(self.eng.dumps(self.store), self.store)
-
-    @invariant()
-    def equal(self):
-        if self.failed or not hasattr(self, "eng"):
-            return
-        for p in self.preds:
-            assert self.eng.relation(p) == self.rec.relation(p), p
+        assert eng.slow_paths() == []
 
 
 TestArrayAggregates = ArrayAggregates.TestCase
@@ -260,7 +213,7 @@ def test_float_sums_are_exact_under_any_order_of_changes(rows, cut, data):
     for row in data.draw(st.permutations(rest + sorted(first)[: len(first) // 2])):
         change = {row: -1 if row in held else 1}
         held ^= {row}
-        got, want = _outcome(lambda c=change: eng.apply({"g": c})), _outcome(
+        got, want = outcome(lambda c=change: eng.apply({"g": c})), outcome(
             lambda c=change: rec.apply({"g": c}))
         assert got == want
         if isinstance(got, str):

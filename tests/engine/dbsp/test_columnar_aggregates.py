@@ -8,15 +8,9 @@ tuple-at-a-time kernel and a recompute (results, or the same DL302 on a second v
 a key), with a saved-state round trip on the way."""
 
 import pytest
-from hypothesis import event, note, settings
+from hypothesis import note, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import initialize
 
 from deltalog.engine.analysis.analyze import load_program
 from deltalog.engine.dbsp.aggregates import ColumnarAggregates
@@ -24,7 +18,7 @@ from deltalog.engine.dbsp.columnar import ColumnarStratum, aggregate_rules
 from deltalog.engine.dbsp.stratum import DbspStratum
 from deltalog.engine.errors import DataError
 from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
-from deltalog.engine.segments import MemorySegments
+from tests.engine.machines import AgainstRecompute
 
 DECLS = """.decl e(a: int, b: int)
 .decl g(a: int, b: float)
@@ -101,72 +95,26 @@ ROWS = {"e": st.tuples(NODES, NODES), "g": st.tuples(NODES, FLOATS),
         "s": st.tuples(WORDS, WORDS)}
 
 
-def _outcome(make):
-    """What ``make()`` gives, or the code of the data error it raises."""
-    try:
-        return make()
-    except DataError as err:
-        return err.code
-
-
-class AggregateMachine(RuleBasedStateMachine):
+class AggregateMachine(AgainstRecompute):
     """Columnar kernel, tuple kernel and recompute on the same commits; an error (DL302)
     ends the run, on all three at once."""
 
-    failed = False
+    ROWS = ROWS
 
     @initialize(text=aggregate_programs(), data=st.fixed_dictionaries(
         {p: st.sets(rows, max_size=6) for p, rows in ROWS.items()}))
     def load(self, text, data):
         note(text)
-        self.prog = load_program(text)
-        got = _outcome(lambda: IncrementalEngine(self.prog, data, "auto"))
-        want = _outcome(lambda: RecomputeEngine(self.prog, data))
-        tup = _outcome(lambda: IncrementalEngine(self.prog, data, "auto", columnar=False))
-        if isinstance(got, str) or isinstance(want, str) or isinstance(tup, str):
-            assert got == want == tup
-            event("the load is DL302")
-            self.failed = True
+        prog = load_program(text)
+        if not self.start([s.preds[0] for s in prog.strata if s.recursive],
+                          lambda: RecomputeEngine(prog, data),
+                          lambda: IncrementalEngine(prog, data, "auto"),
+                          lambda: IncrementalEngine(prog, data, "auto", columnar=False)):
             return
-        self.col, self.rec, self.tup = got, want, tup
-        self.store = MemorySegments()
-        self.preds = [s.preds[0] for s in self.prog.strata if s.recursive]
-        assert sum(isinstance(m, ColumnarStratum) for _, m in self.col.strata) == len(
+        col = self.engines[0]
+        assert sum(isinstance(m, ColumnarStratum) for _, m in col.strata) == len(
             self.preds) > 0
-        assert not [line for line in self.col.slow_paths() if "DBSP" in line]
-
-    @precondition(lambda self: not self.failed)
-    @rule(picks=st.lists(st.tuples(st.sampled_from(sorted(ROWS)), st.booleans()),
-                         min_size=1, max_size=5), data=st.data())
-    def commit(self, picks, data):
-        deltas: dict[str, dict[tuple, int]] = {}
-        for pred, insert in picks:
-            row = data.draw(ROWS[pred])
-            if insert != self.rec.contains(pred, row):
-                deltas.setdefault(pred, {})[row] = 1 if insert else -1
-        note(repr(deltas))
-        got = _outcome(lambda: self.col.apply(deltas))
-        assert got == _outcome(lambda: self.tup.apply(deltas)) == _outcome(
-            lambda: self.rec.apply(deltas))
-        self.failed = isinstance(got, str)
-        event("a commit is DL302" if self.failed else "a commit agreed")
-
-    @precondition(lambda self: self.failed)
-    @rule()
-    def stopped(self):
-        """(after an error: the engines are broken, nothing to do)"""
-
-    @precondition(lambda self: not self.failed)
-    @rule()
-    def round_trip_through_segments(self):
-        self.col = IncrementalEngine.loads(self.col.dumps(self.store), self.store)
-
-    @invariant()
-    def equal(self):
-        if self.failed or not hasattr(self, "col"):
-            return
-        for p in self.preds:
-            assert self.col.relation(p) == self.rec.relation(p) == self.tup.relation(p), p
+        assert not [line for line in col.slow_paths() if "DBSP" in line]
 
 
 TestAggregatesInRecursion = AggregateMachine.TestCase
