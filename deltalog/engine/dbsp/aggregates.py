@@ -100,20 +100,44 @@ def aggregates_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
         return "two aggregate rules define one predicate"
     if any(prog.facts.get(p) for p in heads):
         return "the program states facts of an aggregate's predicate"
-    for rule in stratum.rules:
-        if any(c.type not in TYPES for c in prog.schemas[rule.head.pred].columns):
-            return f"'{rule.head.pred}' has a column that is not an int, float or string"
     asg_prog, asg_stratum, _ = _assignments(prog, stratum)
     for rule, asg in zip(stratum.rules, asg_stratum.rules, strict=True):
-        types = {c.name: c.type for c in asg_prog.schemas[asg.head.pred].columns}
-        for term, col in zip(rule.head.args[:-1], prog.schemas[rule.head.pred].columns,
-                             strict=False):
-            if isinstance(term, Var) and types.get(term.name) != col.type:
-                # (two groups, ints beyond 2^53, would share one float key: DL302)
-                return (f"rule at {rule.loc}: its key {term.name} is an int in a float "
-                        "column")
+        reason = _groups_reason(prog, rule, asg_prog.schemas[asg.head.pred])
+        if reason is not None:
+            return reason
     reason = columnar_reason(asg_prog, asg_stratum)
     return None if reason is None else f"its assignments are not columnar: {reason}"
+
+
+def groups_reason(prog: AnalyzedProgram, rule: Rule) -> str | None:
+    """Why the groups of aggregate rule ``rule`` cannot be kept on arrays
+    (``GroupArrays``), whatever finds its assignments (None: they can)."""
+    asg_prog, asg_stratum, _ = _assignments(
+        prog, Stratum((rule.head.pred,), (rule,), recursive=False))
+    return _groups_reason(prog, rule, asg_prog.schemas[asg_stratum.rules[0].head.pred])
+
+
+def _groups_reason(prog: AnalyzedProgram, rule: Rule, asg: RelationSchema) -> str | None:
+    if any(c.type not in TYPES for c in prog.schemas[rule.head.pred].columns):
+        return f"'{rule.head.pred}' has a column that is not an int, float or string"
+    types = {c.name: c.type for c in asg.columns}
+    if any(t not in TYPES for t in types.values()):
+        return f"rule at {rule.loc}: a variable of its body has no int, float or string type"
+    for term, col in zip(rule.head.args[:-1], prog.schemas[rule.head.pred].columns,
+                         strict=False):
+        if isinstance(term, Var) and types.get(term.name) != col.type:
+            # (two groups, ints beyond 2^53, would share one float key: DL302)
+            return f"rule at {rule.loc}: its key {term.name} is an int in a float column"
+    return None
+
+
+def _assigned(rules: "tuple[Rule, ...] | list[Rule]", j: int) -> str:
+    """The name of rule j's assignment relation: p@asg, or p#j@asg where another of
+    ``rules`` defines p too (a sensitivity stratum's)."""
+    pred = rules[j].head.pred
+    if sum(r.head.pred == pred for r in rules) == 1:
+        return pred + ASSIGNED
+    return f"{pred}#{j}{ASSIGNED}"
 
 
 def _assignments(prog: AnalyzedProgram, stratum: Stratum
@@ -124,10 +148,10 @@ def _assignments(prog: AnalyzedProgram, stratum: Stratum
     schemas = dict(prog.schemas)
     rules: list[Rule] = []
     shape: list[tuple[int, int | None]] = []
-    for rule in stratum.rules:
+    for j, rule in enumerate(stratum.rules):
         agg = rule.aggregate
         assert agg is not None
-        name = rule.head.pred + ASSIGNED
+        name = _assigned(stratum.rules, j)
         # (a wildcard is a variable of the assignments: in the head, as the probe's, never
         # dropped as the join drops one of a rule without an aggregate)
         bound = sorted({a.name for item in rule.body if isinstance(item, Atom)
@@ -198,81 +222,64 @@ class _Groups:
         self.size = n1
 
 
-class ColumnarAggregates:
-    """A non-recursive stratum of aggregate rules (one per predicate) maintained on arrays:
-    the assignments by a columnar stratum, the groups by ``_Groups``."""
+class GroupArrays:
+    """The groups of aggregate rules by slot (``_Groups``), fed the keys of their
+    assignments (rows of each rule's p@asg, natural keys in the shared coding): what
+    ``ColumnarAggregates`` keeps beside its assignments' columnar stratum, and what a
+    sensitivity stratum (``deltalog.engine.ivm.stratum``) keeps for its aggregate rules,
+    whose assignments are the units its change oracle finds."""
 
-    strategy = "dbsp"
-
-    def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
-                 coding: SharedCoding | None = None):
-        reason = aggregates_reason(prog, stratum)
-        if reason is not None:
-            raise ValueError(f"stratum {stratum.preds} is not kept on arrays: {reason}")
-        shared = coding if coding is not None else SharedCoding()
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum, coding: SharedCoding):
+        """The rules of ``stratum``, aggregate rules all (``aggregates_reason``'s, or
+        ``rule_reason``'s for each)."""
         self.prog = prog
-        self.stratum = stratum
-        self.codes, self.packing = shared.codes, shared.packing
-        asg_prog, asg_stratum, shape = _assignments(prog, stratum)
+        self.codes, self.packing = coding.codes, coding.packing
+        asg_prog, _, shape = _assignments(prog, stratum)
         self.asg_prog = asg_prog
-        self.inner = ColumnarStratum(asg_prog, asg_stratum, None, shared)
         self.rules = list(stratum.rules)
         self.shape = shape
         self.groups: list[_Groups] = []
-        for rule, (_, vpos) in zip(self.rules, shape, strict=True):
+        for j, (rule, (_, vpos)) in enumerate(zip(self.rules, shape, strict=True)):
             agg = rule.aggregate
             assert agg is not None
             vtype = "int" if vpos is None else \
-                asg_prog.schemas[rule.head.pred + ASSIGNED].columns[vpos].type
+                asg_prog.schemas[_assigned(self.rules, j)].columns[vpos].type
             self.groups.append(_Groups(
                 agg.func, vtype, prog.schemas[rule.head.pred].columns[-1].type == "float"))
-        self.work: dict[str, int] = {}
 
-    # -- the stratum's contract ------------------------------------------------------------
-    def initialize(self, store: RelationStore) -> dict[str, CodedRows | set[Row]]:
-        self.inner.initialize(store)
-        out: dict[str, CodedRows | set[Row]] = {}
-        touched = 0
-        for i, rule in enumerate(self.rules):
-            facts = self.inner.counted[rule.head.pred + ASSIGNED].facts()
-            touched += len(facts)
-            slots = self._add(i, facts, np.ones(len(facts), np.int64))
-            live = _distinct(slots)
-            out[rule.head.pred] = self._coded(i, live)
-        self.work = {**self.inner.work, "aggregate_assignments": touched}
-        return out
+    def _asg(self, i: int) -> RelationSchema:
+        """The schema of rule i's assignment relation."""
+        return self.asg_prog.schemas[_assigned(self.rules, i)]
 
-    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
-        self.inner.apply(store, deltas)
-        out: dict[str, Delta] = {}
-        touched = 0
-        for i, rule in enumerate(self.rules):
-            came, went = self.inner.last_change.get(rule.head.pred + ASSIGNED, (_E64, _E64))
-            if not len(came) and not len(went):
-                continue
-            touched += len(came) + len(went)
-            keys = np.concatenate([came, went])
-            w = np.concatenate([np.ones(len(came), np.int64), -np.ones(len(went), np.int64)])
-            slots = _distinct(self._slots(i, keys))
-            old = self._rows(i, slots)
-            self._add(i, keys, w)
-            d: Delta = {}
-            for before, after in zip(old, self._rows(i, slots), strict=True):
-                if before != after:
-                    if before is not None:
-                        d[before] = d.get(before, 0) - 1
-                    if after is not None:
-                        d[after] = d.get(after, 0) + 1
-            d = {r: c for r, c in d.items() if c}
-            if d:
-                out[rule.head.pred] = d
-        self.work = {**self.inner.work, "aggregate_assignments": touched}
-        return out
+    def assignment_vars(self, i: int) -> list[str]:
+        """The variables of rule i's assignments, in their columns' order."""
+        schema = self._asg(i)
+        return [c.name for c in schema.columns]
+
+    def assignment_coding(self, i: int) -> _RowCoding:
+        """The coding of rule i's assignments (natural keys)."""
+        schema = self._asg(i)
+        return _RowCoding(tuple(c.type for c in schema.columns), self.codes, self.packing)
+
+    def change(self, i: int, keys: I64, w: I64) -> Delta:
+        """Assignments ``keys`` of rule i come (w = 1) or go (w = -1): the head rows that
+        change (a group's old row -1, its new one +1)."""
+        slots = _distinct(self._slots(i, keys))
+        old = self._rows(i, slots)
+        self.add(i, keys, w)
+        d: Delta = {}
+        for before, after in zip(old, self._rows(i, slots), strict=True):
+            if before != after:
+                if before is not None:
+                    d[before] = d.get(before, 0) - 1
+                if after is not None:
+                    d[after] = d.get(after, 0) + 1
+        return {r: c for r, c in d.items() if c}
 
     # -- groups ----------------------------------------------------------------------------
     def _columns(self, i: int, keys: I64) -> list[I64]:
         """The codes of assignment keys ``keys`` of rule i, by column."""
-        arity = self.asg_prog.schemas[self.rules[i].head.pred + ASSIGNED].arity
+        arity = self._asg(i).arity
         return self.packing.unpack(natural(arity), keys)
 
     def _slots(self, i: int, keys: I64, cols: list[I64] | None = None) -> I64:
@@ -280,7 +287,7 @@ class ColumnarAggregates:
             cols = self._columns(i, keys)
         return self.groups[i].slots(self.packing.group(cols[:self.shape[i][0]], len(keys)))
 
-    def _add(self, i: int, keys: I64, w: I64) -> I64:
+    def add(self, i: int, keys: I64, w: I64) -> I64:
         """Assignments ``keys`` of rule i come (w = 1) or go (w = -1); their slots."""
         gr = self.groups[i]
         cols = self._columns(i, keys)
@@ -432,7 +439,7 @@ class ColumnarAggregates:
     def _key(self, i: int, s: int) -> Row:
         """The head's key of slot s of rule i (its terms, before the columns' types)."""
         rule, nk = self.rules[i], self.shape[i][0]
-        schema = self.asg_prog.schemas[rule.head.pred + ASSIGNED]
+        schema = self._asg(i)
         codes = self.packing.ungroup(self.groups[i].gcode[s:s + 1], nk)
         values = {schema.columns[j].name: self.codes[schema.columns[j].type].decode(c)[0]
                   for j, c in enumerate(codes)}
@@ -442,7 +449,7 @@ class ColumnarAggregates:
     def _rows(self, i: int, slots: I64) -> list[Row | None]:
         """The head's row of each of ``slots`` (None: the group is empty)."""
         nonempty = self.groups[i].n[slots] > 0
-        cols = self._head_columns(i, slots[nonempty])
+        cols = self.head_columns(i, slots[nonempty])
         types = [c.type for c in self.prog.schemas[self.rules[i].head.pred].columns]
         lists = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
         out: list[Row | None] = [None] * len(slots)
@@ -456,16 +463,16 @@ class ColumnarAggregates:
         keeps a columnar stratum's relation (no Python row made, but for the results of
         sums that are not one int64 each)."""
         schema = self.prog.schemas[self.rules[i].head.pred]
-        cols = self._head_columns(i, slots[self.groups[i].n[slots] > 0])
+        cols = self.head_columns(i, slots[self.groups[i].n[slots] > 0])
         coding = _RowCoding(tuple(c.type for c in schema.columns), self.codes, self.packing)
         return CodedRows(_distinct(coding.encode_columns(cols)), coding)
 
-    def _head_columns(self, i: int, slots: I64) -> list[Any]:
+    def head_columns(self, i: int, slots: I64) -> list[Any]:
         """The head's columns for non-empty groups ``slots`` of rule i: arrays, or lists
         (strings, ints beyond int64, constants), in the variables' types."""
         rule, gr, nk = self.rules[i], self.groups[i], self.shape[i][0]
         schema = self.prog.schemas[rule.head.pred]
-        asg = self.asg_prog.schemas[rule.head.pred + ASSIGNED]
+        asg = self._asg(i)
         codes = self.packing.ungroup(gr.gcode[slots], nk)
         by_var = {asg.columns[j].name: self._values(asg.columns[j].type, c)
                   for j, c in enumerate(codes)}
@@ -499,3 +506,53 @@ class ColumnarAggregates:
         if not gr.wide and (hi == (lo >> 63)).all():  # (every sum one int64)
             return lo.astype(np.float64) if gr.func == "total" or gr.float_result else lo
         return [self._result(i, s) for s in slots.tolist()]
+
+
+class ColumnarAggregates(GroupArrays):
+    """A non-recursive stratum of aggregate rules (one per predicate) maintained on arrays:
+    the assignments by a columnar stratum, the groups by ``_Groups``."""
+
+    strategy = "dbsp"
+
+    def __init__(self, prog: AnalyzedProgram, stratum: Stratum,
+                 coding: SharedCoding | None = None):
+        reason = aggregates_reason(prog, stratum)
+        if reason is not None:
+            raise ValueError(f"stratum {stratum.preds} is not kept on arrays: {reason}")
+        shared = coding if coding is not None else SharedCoding()
+        super().__init__(prog, stratum, shared)
+        self.stratum = stratum
+        _, asg_stratum, _ = _assignments(prog, stratum)
+        self.inner = ColumnarStratum(self.asg_prog, asg_stratum, None, shared)
+        self.work: dict[str, int] = {}
+
+    # -- the stratum's contract ------------------------------------------------------------
+    def initialize(self, store: RelationStore) -> dict[str, CodedRows | set[Row]]:
+        self.inner.initialize(store)
+        out: dict[str, CodedRows | set[Row]] = {}
+        touched = 0
+        for i, rule in enumerate(self.rules):
+            facts = self.inner.counted[rule.head.pred + ASSIGNED].facts()
+            touched += len(facts)
+            slots = self.add(i, facts, np.ones(len(facts), np.int64))
+            live = _distinct(slots)
+            out[rule.head.pred] = self._coded(i, live)
+        self.work = {**self.inner.work, "aggregate_assignments": touched}
+        return out
+
+    def apply(self, store: RelationStore, deltas: Mapping[str, Delta]) -> dict[str, Delta]:
+        self.inner.apply(store, deltas)
+        out: dict[str, Delta] = {}
+        touched = 0
+        for i, rule in enumerate(self.rules):
+            came, went = self.inner.last_change.get(rule.head.pred + ASSIGNED, (_E64, _E64))
+            if not len(came) and not len(went):
+                continue
+            touched += len(came) + len(went)
+            keys = np.concatenate([came, went])
+            w = np.concatenate([np.ones(len(came), np.int64), -np.ones(len(went), np.int64)])
+            d = self.change(i, keys, w)
+            if d:
+                out[rule.head.pred] = d
+        self.work = {**self.inner.work, "aggregate_assignments": touched}
+        return out

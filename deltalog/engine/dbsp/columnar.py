@@ -957,11 +957,14 @@ ARRAY_ROWS = 4096
 class _RowCoding:
     """Rows of one relation (or key set) of a stratum as natural keys, through the
     stratum's codes and pairs (``deltalog.engine.storage.RowCoding``: what the store's
-    ``CodedRows`` of the stratum's relations decode with)."""
+    ``CodedRows`` of the stratum's relations decode with). ``layout``: the keys' layout,
+    natural unless given (a functional head's support keys its key columns' group in the
+    high half)."""
 
-    def __init__(self, types: tuple[str, ...], codes: Mapping[str, _Codes], packing: _Packing):
+    def __init__(self, types: tuple[str, ...], codes: Mapping[str, _Codes], packing: _Packing,
+                 layout: Layout | None = None):
         self.types, self.codes, self.packing = types, codes, packing
-        self.layout = natural(len(types))
+        self.layout = natural(len(types)) if layout is None else layout
 
     def encode(self, rows: Sequence[Row]) -> I64:
         arity = len(self.types)
@@ -1540,10 +1543,11 @@ class _Counts:
 
     def check_functional(self, pred: str, coding: "_RowCoding", came: I64, went: I64,
                          d: Delta) -> None:
-        """A key of functional ``pred`` (one column: the keys' high half) with two values
-        once the facts of keys ``came`` come and those of ``went`` go (their rows: ``d``)
-        is DL302, named as ``deltalog.engine.heads.change_conflict`` names it; raised
-        before the counts change."""
+        """A key of functional ``pred`` (its columns the high half of ``coding``'s layout,
+        one group code) with two values once the facts of keys ``came`` come and those of
+        ``went`` go (their rows: ``d``) is DL302, named as
+        ``deltalog.engine.heads.change_conflict`` names it; raised before the counts
+        change."""
         if not len(came):
             return
         first = _distinct(came >> 32)
@@ -1553,15 +1557,16 @@ class _Counts:
             n += sign * np.bincount(pos[hit], minlength=len(first))
         if not (n > 1).any():
             return
-        codes = coding.codes[coding.types[0]]
+        k = len(coding.layout[0])
 
         def old_value(key: Row) -> Row | None:
             """The key's row in the old version (the key of an inserted row)."""
-            code = codes.find([key[0]])
+            cols = [coding.codes[t].find([v]) for v, t in zip(key, coding.types, strict=False)]
+            code = coding.packing.group(cols, 1, known=True)
             facts = self.with_high(code) if code[0] >= 0 else _E64
             return coding.decode(facts[:1])[0] if len(facts) else None
 
-        change_conflict(pred, 1, d, old_value)
+        change_conflict(pred, k, d, old_value)
         raise AssertionError(f"two values for one key of {pred}, not found again")
 
     def with_high(self, first: I64) -> I64:
@@ -1874,7 +1879,8 @@ class ColumnarStratum:
         """Whether rows of ``pred`` coded by ``coding`` have the keys this stratum gives
         them (the same codes and packing)."""
         return (type(coding) is _RowCoding and coding.codes is self.codes
-                and coding.packing is self.packing and coding.types == self.key_types[pred])
+                and coding.packing is self.packing and coding.types == self.key_types[pred]
+                and coding.layout == natural(len(coding.types)))
 
     def _encode(self, pred: str, rows: Sequence[Row]) -> I64:
         return self._coding(pred).encode(rows)

@@ -18,13 +18,16 @@ from deltalog.engine.analysis.containment import supersets
 from deltalog.engine.analysis.program import AnalyzedProgram, Stratum
 from deltalog.engine.analysis.typecheck import uncast
 from deltalog.engine.columnar.encoding import NotColumnar
+from deltalog.engine.dbsp.aggregates import GroupArrays, groups_reason
 from deltalog.engine.dbsp.columnar import (
     TYPES,
     CodedRows,
     SharedCoding,
     _Counts,
+    _distinct,
     _RowCoding,
     _sum_by_key,
+    natural,
 )
 from deltalog.engine.errors import NOT_SUPPORTED, DataError, NotSupportedError
 from deltalog.engine.exact_sum import group_out_of_range
@@ -44,14 +47,21 @@ from deltalog.engine.values import Row
 class _RuleHead:
     """How one rule's units become contributions (support) to head rows."""
 
-    def __init__(self, prog: AnalyzedProgram, maintainer: RuleMaintainer):
+    # An aggregate rule's groups on arrays: the stratum's ``GroupArrays`` and the rule's
+    # index there (a state saved before them: None, its groups in ``agg``).
+    arrays: tuple[GroupArrays, int] | None = None
+
+    def __init__(self, prog: AnalyzedProgram, maintainer: RuleMaintainer,
+                 arrays: tuple[GroupArrays, int] | None = None):
         rule = maintainer.rule
         self.maintainer = maintainer
         self.pred = rule.head.pred
         self.schema = prog.schemas[self.pred]
         self.project = head_projection(rule, self.schema)
         self.agg: GroupAggregates | None = None
-        if rule.aggregate is not None:
+        if arrays is not None:
+            self.arrays = arrays
+        elif rule.aggregate is not None:
             a = rule.aggregate
             self.agg = GroupAggregates(a.func, self.schema.columns[-1].type == "float")
             self.keys = rule.head.args[:-1]
@@ -86,14 +96,43 @@ class _RuleHead:
         """The head rows of ``units`` (a load's) by column, a row per unit (rows repeat:
         each is a unit's support), when the units come as columns and the head is
         ``_columns_at``'s fast case; else None."""
-        if self.agg is not None or type(units) is not UnitColumns:
+        if self.maintainer.rule.aggregate is not None or type(units) is not UnitColumns:
             return None
         at = self._columns_at(units.names)
         return None if at is None else [units.columns[i] for i in at]
 
+    def load_groups(self, units: Mapping[Unit, Env]) -> list[Any]:
+        """(a load, groups on arrays) Every unit an assignment: the head's rows by column,
+        one per non-empty group."""
+        assert self.arrays is not None
+        ga, i = self.arrays
+        keys = self._assignments(units)
+        slots = ga.add(i, keys, np.ones(len(keys), np.int64))
+        return ga.head_columns(i, _distinct(slots))
+
+    def _assignments(self, units: Mapping[Unit, Env]) -> NDArray[np.int64]:
+        """The keys of ``units`` as assignments of the rule (``GroupArrays``' coding)."""
+        assert self.arrays is not None
+        ga, i = self.arrays
+        coding, names = ga.assignment_coding(i), ga.assignment_vars(i)
+        if not names:  # (a body of no variable: one assignment at most, the empty row)
+            return np.zeros(len(units), np.int64)
+        if type(units) is UnitColumns:
+            return coding.encode_columns([units.columns[units.names.index(v)] for v in names])
+        return coding.encode([tuple(env[v] for v in names) for env in units.values()])
+
     def contributions(self, old: Mapping[Unit, Env], new: Mapping[Unit, Env]) -> dict[Row, int]:
         """Support changes of head rows from the units that left (old only) and joined
         (new only) the body."""
+        if self.arrays is not None:
+            ga, i = self.arrays
+            went = {u: e for u, e in old.items() if u not in new}
+            came = {u: e for u, e in new.items() if u not in old}
+            if not went and not came:
+                return {}
+            keys = np.concatenate([self._assignments(went), self._assignments(came)])
+            return ga.change(i, keys, np.concatenate(
+                [-np.ones(len(went), np.int64), np.ones(len(came), np.int64)]))
         agg = self.agg
         if agg is None and not old and type(new) is UnitColumns:
             at = self._columns_at(new.names)
@@ -142,12 +181,13 @@ def _array_reason(prog: AnalyzedProgram, stratum: Stratum, pred: str) -> str | N
     schema = prog.schemas[pred]
     if not schema.columns:
         return "no column"
-    if any(r.head.pred == pred and r.aggregate is not None for r in stratum.rules):
-        return "an aggregate's, whose groups the sensitivity strategy keeps per group"
+    for rule in stratum.rules:
+        if rule.head.pred == pred and rule.aggregate is not None:
+            reason = groups_reason(prog, rule)
+            if reason is not None:
+                return f"an aggregate's, whose groups are kept per group: {reason}"
     if any(c.type not in TYPES for c in schema.columns):
         return "a column that is not an int, float or string"
-    if schema.functional and schema.key_arity != 1:
-        return f"a functional head whose key has {schema.key_arity} columns"
     return None
 
 
@@ -161,8 +201,9 @@ class _CodedSupport:
     delta)."""
 
     def __init__(self, coding: _RowCoding, functional: bool = False):
-        """``functional``: the predicate's key is its first column (the keys' high half),
-        and a key with two values is DL302."""
+        """``functional``: the predicate's key is the high half of ``coding``'s layout
+        (its first column in the natural layout; the group of its key's columns in a
+        layout of two halves), and a key with two values is DL302."""
         self.coding = coding
         self.counts = _Counts(len(coding.types))
         self.functional = functional
@@ -209,8 +250,14 @@ class _CodedSupport:
             raise functional_conflict(pred, a, b)
 
     def rows(self) -> CodedRows:
-        """The rows of positive support."""
-        return CodedRows(self.counts.facts(), self.coding)
+        """The rows of positive support, as natural keys (what the store and the strata
+        above read)."""
+        coding, keys = self.coding, self.counts.facts()
+        natural_layout = natural(len(coding.types))
+        if coding.layout == natural_layout:
+            return CodedRows(keys, coding)
+        keys = np.sort(coding.packing.relayout(keys, coding.layout, natural_layout))
+        return CodedRows(keys, _RowCoding(coding.types, coding.codes, coding.packing))
 
     def as_dict(self) -> dict[Row, int]:
         """(tests) Every row's support."""
@@ -227,16 +274,18 @@ class SensitivityStratum:
     # Predicates whose support counts are kept on arrays (``_CodedSupport``; a state saved
     # before them: none).
     coded: dict[str, _CodedSupport] = MappingProxyType({})  # type: ignore[assignment]
+    # The groups of the aggregate rules whose predicates are coded (a state saved before
+    # them: none).
+    group_arrays: GroupArrays | None = None
 
     def __init__(self, prog: AnalyzedProgram, stratum: Stratum, compiled: bool = True,
                  coding: SharedCoding | None = None):
         """``compiled``: record each rule's first evaluation on the compiled join where the
         rule allows it (``deltalog.engine.ivm.compiled``), else on the tuple join.
         ``coding``: the codes the engine's columnar strata share; given (and ``compiled``),
-        the support counts of each predicate that has no aggregate rule, int, float and
-        string columns (one at least) and, if functional, a key of one column are kept on
-        arrays in it (``_CodedSupport``), and its relation goes to the store as coded
-        rows."""
+        the support counts of each predicate that has no aggregate rule and int, float
+        and string columns (one at least) are kept on arrays in it (``_CodedSupport``),
+        and its relation goes to the store as coded rows."""
         if stratum.recursive:
             raise NotSupportedError(
                 f"the sensitivity strategy maintains non-recursive strata only; "
@@ -255,9 +304,21 @@ class SensitivityStratum:
             for p in stratum.preds:
                 schema = prog.schemas[p]
                 if _array_reason(prog, stratum, p) is None:
+                    # (a functional head's key in the high half, one group code)
+                    k = schema.key_arity if schema.functional else 1
                     self.coded[p] = _CodedSupport(_RowCoding(
                         tuple(c.type for c in schema.columns), coding.codes,
-                        coding.packing), schema.functional)
+                        coding.packing, (tuple(range(k)), tuple(range(k, schema.arity)))),
+                        schema.functional)
+        # aggregate rules whose groups are on arrays (in the stratum's order)
+        self.group_arrays: GroupArrays | None = None
+        if compiled and coding is not None:
+            rules = tuple(r for r in stratum.rules if r.aggregate is not None
+                          and r.head.pred in self.coded)
+            if rules:
+                self.group_arrays = GroupArrays(prog, Stratum(
+                    tuple(dict.fromkeys(r.head.pred for r in rules)), rules,
+                    recursive=False), coding)
         self.support: dict[str, MutableMapping[Row, int]] = {
             p: {} for p in stratum.preds if p not in self.coded}
         self.work: dict[str, int] = {}
@@ -292,9 +353,12 @@ class SensitivityStratum:
         # Each rule with every variable read from columns of one type (``uncast``): the
         # tuple join and the compiled one bind and record alike.
         schemas = self.prog.schemas
+        ga = self.group_arrays
+        at = {} if ga is None else {id(r): i for i, r in enumerate(ga.rules)}
         self.heads = [_RuleHead(self.prog, RuleMaintainer(
             uncast(rule, lambda pred, i: schemas[pred].columns[i].type), store,
-            supersets=contained)) for rule in self.stratum.rules]
+            supersets=contained), None if ga is None or id(rule) not in at else (
+                ga, at[id(rule)])) for rule in self.stratum.rules]
         coding = None
         if self.compiled:  # the relations the rules read, coded once for all of them
             try:
@@ -307,6 +371,9 @@ class SensitivityStratum:
             units = head.maintainer.initialize(store, stats, counters,
                                                self.prog if self.compiled else None, coding)
             coded = self.coded.get(head.pred)
+            if head.arrays is not None and coded is not None:  # (groups on arrays)
+                coded.load_columns(head.load_groups(units))
+                continue
             if coded is not None:  # (a head of variables: its rows by column, no tuple)
                 columns = head.columns(units)
                 if columns is not None:

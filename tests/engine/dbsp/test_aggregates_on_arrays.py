@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize
 
 from deltalog.engine.analysis.analyze import load_program
-from deltalog.engine.dbsp.aggregates import ColumnarAggregates, add128
+from deltalog.engine.dbsp.aggregates import ColumnarAggregates, add128, groups_reason
 from deltalog.engine.errors import DataError
+from deltalog.engine.ivm.stratum import SensitivityStratum
 from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 from tests.engine.machines import AgainstRecompute, outcome
 
@@ -141,6 +142,39 @@ class BridgedAggregates(ArrayAggregates):
 TestBridgedAggregates = BridgedAggregates.TestCase
 TestBridgedAggregates.settings = settings(max_examples=100, stateful_step_count=8,
                                           deadline=None)
+
+
+class SensitivityAggregates(AgainstRecompute):
+    """Aggregate rules, two of a predicate and plain rules beside them, under the
+    sensitivity strategy: the groups on arrays (``GroupArrays`` fed by the change oracle's
+    units, the head rows' support on arrays too), against a recompute and against the
+    groups kept per group in Python objects (columnar kernel off)."""
+
+    ROWS = ROWS
+
+    @initialize(text=programs(most=2), data=st.fixed_dictionaries(
+        {p: st.sets(rows, max_size=8) for p, rows in ROWS.items()}))
+    def load(self, text, data):
+        note(text)
+        prog = load_program(text)
+        if not self.start(sorted(prog.idb), lambda: RecomputeEngine(prog, data),
+                          lambda: IncrementalEngine(prog, data, "sensitivity"),
+                          lambda: IncrementalEngine(prog, data, "sensitivity",
+                                                    columnar=False)):
+            return
+        eng, plain = self.engines
+        for _, m in eng.strata:
+            assert isinstance(m, SensitivityStratum)
+            arrays = {id(r) for r in m.group_arrays.rules} if m.group_arrays else set()
+            for rule in m.stratum.rules:
+                if rule.aggregate is not None:
+                    assert (id(rule) in arrays) == (groups_reason(prog, rule) is None)
+        assert not any(m.group_arrays for _, m in plain.strata)
+
+
+TestSensitivityAggregates = SensitivityAggregates.TestCase
+TestSensitivityAggregates.settings = settings(max_examples=100, stateful_step_count=8,
+                                              deadline=None)
 
 
 @pytest.mark.parametrize("values", [
