@@ -1479,7 +1479,11 @@ class _Counts:
         return int(np.count_nonzero(self.cnt) + np.count_nonzero(self.ycnt)) + len(self.nkeys)
 
     def facts(self) -> I64:
-        """Every fact's key, sorted."""
+        """Every fact's key, sorted: the main part's keys themselves (which never change
+        in place) when they are all of them, as after a load (a store's coded rows then
+        share them)."""
+        if not len(self.ykeys) and not len(self.nkeys) and self.cnt.all():
+            return self.keys
         return np.sort(np.concatenate([self.keys[self.cnt != 0], self.ykeys[self.ycnt != 0],
                                        self.nkeys]))
 
