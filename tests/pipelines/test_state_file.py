@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import deltalog.engine.dbsp.aggregates
+import deltalog.engine.ivm.stratum
 import deltalog.engine.segments
 import deltalog.engine.state_codec
 import deltalog.engine.storage
@@ -147,13 +148,14 @@ def test_a_page_read_on_demand_that_fails_is_rebuilt_before_any_commit(
 ):
     """Sorted runs past ``CHECKED_MAX`` are checked a page at a time, when a page is
     read: a damaged page met in the middle of a run rebuilds from the tables. (A
-    sensitivity stratum keeps an aggregate's support counts as sorted runs: the
-    aggregate's stratum is made one here, as a state saved before aggregates were kept
-    on arrays has it; a columnar stratum keeps arrays, and its inputs, loaded by column,
-    coded.)"""
+    sensitivity stratum whose support counts are in a mapping keeps them as sorted
+    runs: the aggregate's stratum is made one here, as a state saved before aggregates
+    and support counts were kept on arrays has it; arrays are checked whole.)"""
     monkeypatch.setattr(deltalog.pipelines.state_store, "CHECKED_MAX", 0)
     monkeypatch.setattr(deltalog.engine.dbsp.aggregates, "aggregates_reason",
                         lambda prog, stratum: "(this test: sorted runs to damage)")
+    monkeypatch.setattr(deltalog.engine.ivm.stratum, "_array_reason",
+                        lambda prog, stratum, pred: "(this test: sorted runs to damage)")
     spec, root = make_pipeline(tmp_path)
     run_all(spec, root)
     path = state_path(root, spec.name, spec.stratum_of("out_degree"))
