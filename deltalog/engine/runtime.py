@@ -554,10 +554,14 @@ def warm() -> None:
     linear.warm()
     prog = load_program(".decl e(x: int, y: int)\n"
                         "t(x, y, z) :- e(x, y), e(y, z), e(x, z), x < y.", "<warm>")
-    engine = IncrementalEngine(prog, {"e": [(0, 1), (1, 2), (0, 2), (2, 3)]}, "sensitivity")
-    engine.apply({"e": {(1, 3): 1, (0, 1): -1}})
-    engine.apply({"e": {(1, 3): -1, (0, 1): 1}})
-    engine.dumps()  # (a save makes parts of what the commits recorded, repeats dropped)
+    big = 2**40  # (and intervals of codes beyond int32, kept as int64: a second variant)
+    for nodes in ((0, 1, 2, 3), (0, big, 2 * big, 3 * big)):
+        a, b, c, d = nodes
+        engine = IncrementalEngine(prog, {"e": [(a, b), (b, c), (a, c), (c, d)]},
+                                   "sensitivity")
+        engine.apply({"e": {(b, d): 1, (a, b): -1}})
+        engine.apply({"e": {(b, d): -1, (a, b): 1}})
+        engine.dumps()  # (a save makes parts of what the commits recorded, repeats dropped)
     # aggregate rules on arrays (``deltalog.engine.dbsp.aggregates``: 128-bit sums)
     prog = load_program(".decl e(x: int, y: int)\n"
                         "s[x] = n <- agg<<n = sum(y)>> e(x, y).\n"

@@ -269,13 +269,19 @@ n(x) :- e(x, _), !e(_, x).
 c[x] = k <- agg<<k = count()>> e(x, _).
 w(x, y) :- e(x, y), x > 3000000000000000000.
 w(x, y) :- e(x, y), y < -3000000000000000000.
+wide(x, y) :- e(x, y), x > 3000000000000000000.
+wide(x, z) :- wide(x, y), e(y, z).
+long(a) :- e(a, b), e(b, c), e(c, d), e(d, f), e(f, g), e(g, h), e(h, i), e(i, j), e(j, k),
+           e(k, l), e(l, m), e(m, n), e(n, o), e(o, q), e(q, r), e(r, s), e(s, a).
 """
 
 
 def warm() -> None:
     """Compile (or load from numba's cache) the kernels for the shapes most programs
     have: joins of one to five atoms, recursion, negation, an aggregate, rows too wide
-    to pack. Setup calls it, so that a user's first evaluation does not compile."""
+    to pack (added to in rounds), a body of more than ``kernels.ATOM_SLOTS`` atoms (its
+    relations passed as a typed list: the longest compile, about 30 s). Setup calls it,
+    so that a user's first evaluation does not compile."""
     big = 2**62
     edges = [(0, 1), (1, 2), (2, 0), (1, 3), (3, 1), (big, -big), (-big, big)]
     evaluate_columns(load_program(_WARM_PROGRAM, "<warm>"), {"e": edges})
