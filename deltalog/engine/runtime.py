@@ -278,7 +278,10 @@ class IncrementalEngine:
             names = ", ".join(stratum.preds)
             if (self.strategy in ("auto", "dbsp") and not stratum.recursive
                     and not isinstance(m, ColumnarAggregates | ColumnarStratum)
-                    and aggregate_rules(stratum) is not None):
+                    and aggregate_rules(stratum) is not None
+                    and not (isinstance(m, SensitivityStratum) and all(
+                        h.arrays is not None for h in m.heads
+                        if h.maintainer.rule.aggregate is not None))):
                 bridged = bridged_aggregates(self.prog, stratum)
                 assert bridged is not None
                 why = (aggregates_reason(*bridged) if self.columnar else

@@ -37,9 +37,6 @@ def test_a_stratum_on_the_tuple_kernel_says_why_in_every_run(tmp_path):
     root = tmp_path / "warehouse"
     why = (f"twice: rule at {tmp_path / 'hops' / 'program.dl'}:8:1 recorded its "
            "sensitivity intervals on the tuple join (a value at the ends of the 64-bit range)")
-    objects = ("twice: aggregate rules kept per group in Python objects (rule at "
-               f"{tmp_path / 'hops' / 'program.dl'}:8:1: its key x is an int in a float "
-               "column)")
     for edges, mode in (([(1, 2), (2, 3), (3, 1)], "full"), ([(1, 2), (2, 3)], "incremental")):
         write_edb(root, spec, _tables(edges))
         edb = {"edge": set(edges), "gate": {(1.0,), (2.0,), (3.0,)}}
@@ -49,7 +46,7 @@ def test_a_stratum_on_the_tuple_kernel_says_why_in_every_run(tmp_path):
             assert result.mode == mode, result
             slow = [n for n in result.notes if "tuple join" in n]
             assert slow == ([why] if pred == "twice" else []), result.notes
-            slow = [n for n in result.notes if "Python objects" in n]
-            assert slow == ([objects] if pred == "twice" else []), result.notes
+            # (twice's groups on arrays, its int key in a float column counted as rows)
+            assert not [n for n in result.notes if "Python objects" in n], result.notes
             table = arrow_to_rows(delta_io.read_arrow(spec.table_uri(root, pred)))
             assert table == expected[pred]

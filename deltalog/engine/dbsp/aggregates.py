@@ -111,18 +111,25 @@ def aggregates_reason(prog: AnalyzedProgram, stratum: Stratum) -> str | None:
 
 def groups_reason(prog: AnalyzedProgram, rule: Rule) -> str | None:
     """Why the groups of aggregate rule ``rule`` cannot be kept on arrays
-    (``GroupArrays``), whatever finds its assignments (None: they can)."""
+    (``GroupArrays``) by a maintainer that counts the rows they give (a sensitivity
+    stratum's support: two groups whose keys become one, an int key beyond 2^53 in a
+    float column, give that key's row twice, or two values for it, DL302); None: they
+    can."""
     asg_prog, asg_stratum, _ = _assignments(
         prog, Stratum((rule.head.pred,), (rule,), recursive=False))
-    return _groups_reason(prog, rule, asg_prog.schemas[asg_stratum.rules[0].head.pred])
+    return _groups_reason(prog, rule, asg_prog.schemas[asg_stratum.rules[0].head.pred],
+                          counted=True)
 
 
-def _groups_reason(prog: AnalyzedProgram, rule: Rule, asg: RelationSchema) -> str | None:
+def _groups_reason(prog: AnalyzedProgram, rule: Rule, asg: RelationSchema,
+                   counted: bool = False) -> str | None:
     if any(c.type not in TYPES for c in prog.schemas[rule.head.pred].columns):
         return f"'{rule.head.pred}' has a column that is not an int, float or string"
     types = {c.name: c.type for c in asg.columns}
     if any(t not in TYPES for t in types.values()):
         return f"rule at {rule.loc}: a variable of its body has no int, float or string type"
+    if counted:
+        return None
     for term, col in zip(rule.head.args[:-1], prog.schemas[rule.head.pred].columns,
                          strict=False):
         if isinstance(term, Var) and types.get(term.name) != col.type:

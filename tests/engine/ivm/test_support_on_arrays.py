@@ -213,13 +213,12 @@ def test_a_functional_head_of_a_key_of_two_columns_on_arrays():
         eng.apply({"s": {("b", "z"): 1, ("c", "c"): -1}})
 
 
-def test_a_runs_notes_name_the_support_counts_kept_in_python_objects():
-    """A predicate whose support counts stay in a mapping is named in the run's notes with
-    why: an aggregate's whose groups cannot be on arrays (an int key in a float column,
-    whose groups of ints beyond 2^53 would share a key). The rest, on arrays (a
-    functional head of a key of two columns, an aggregate's of an int key), are not
-    named, nor is anything when the columnar kernel is off (the notes of the rules say
-    so)."""
+def test_every_support_count_is_on_arrays_and_the_runs_notes_say_so():
+    """With the compiled core on, every predicate's support counts are on arrays (a
+    functional head of a key of two columns, aggregates of an int key and of an int key
+    in a float column, whose groups are on arrays too), under the sensitivity strategy
+    and under auto, and a run's notes name none; one kept in a mapping (a state saved
+    before) would be named, with why."""
     prog = load_program(DECLS + ".decl fk[a: float] = c: int\n"
                         "h[x, y] = z :- e(x, y), e(y, z).\n"
                         "p(x, y) :- e(x, y).\n"
@@ -227,10 +226,19 @@ def test_a_runs_notes_name_the_support_counts_kept_in_python_objects():
                         "fk[x] = c <- agg<<c = count()>> e(x, _).\n")
     data = {"e": {(0, 1), (1, 2)}}
     sens = IncrementalEngine(prog, data, "sensitivity")
-    assert [line for line in sens.slow_paths() if "support counts" in line] == [
-        "fk: support counts kept in Python objects (an aggregate's, whose groups are kept "
-        "per group: rule at <program>:16:1: its key x is an int in a float column)",
-    ]
-    assert {p for _, m in sens.strata for p in m.coded} == {"h", "p", "n"}
+    assert {p for _, m in sens.strata for p in m.coded} == {"h", "p", "n", "fk"}
+    assert all(h.arrays is not None for _, m in sens.strata for h in m.heads
+               if h.maintainer.rule.aggregate is not None)
+    assert sens.slow_paths() == []
+    auto = IncrementalEngine(prog, data)
+    (m,) = [m for _, m in auto.strata if isinstance(m, SensitivityStratum)]
+    assert m.preds == ("fk",) and m.group_arrays is not None  # (not columnar: int in float)
+    assert auto.slow_paths() == []
     assert not [line for line in IncrementalEngine(prog, data, "sensitivity", columnar=False)
                 .slow_paths() if "support counts" in line]
+    (m,) = [m for _, m in sens.strata if "p" in m.preds]
+    m.support["p"] = {}
+    del m.coded["p"]  # (as a state saved before: its counts in a mapping)
+    assert [line for line in sens.slow_paths() if "support counts" in line] == [
+        "p: support counts kept in Python objects (a state saved before they were kept "
+        "on arrays)"]
