@@ -62,6 +62,26 @@ r(x, w) :- a(x, y), b(y, z), c(z, w)."""
 ACYCLIC_SQL = """\
 SELECT DISTINCT a.x, c.w FROM a JOIN b ON b.y = a.y JOIN c ON c.z = b.z"""
 
+AGGREGATES = """\
+.decl e(x: int, y: int)
+degree[x] = n <- agg<<n = count()>> e(x, _).
+total[x] = n <- agg<<n = sum(y)>> e(x, y).
+top[x] = m <- agg<<m = max(y)>> e(x, y)."""
+
+AGGREGATES_SQL = {
+    "degree": "SELECT x, count(*) FROM e GROUP BY x",
+    "total": "SELECT x, sum(y) FROM e GROUP BY x",
+    "top": "SELECT x, max(y) FROM e GROUP BY x",
+}
+
+
+def _aggregates_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
+    nodes = max(n // 10, 10)
+    edges: set[tuple[Any, ...]] = set()
+    while len(edges) < n:
+        edges.add((rng.randrange(nodes), rng.randrange(nodes)))
+    return {"e": edges}
+
 
 def _triangle_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
     nodes = max(n // 8, 10)
@@ -129,6 +149,10 @@ WORKLOADS = {
     "acyclic-3way": Workload(
         "acyclic-3way", ACYCLIC, {"r": ACYCLIC_SQL}, _acyclic_data, "b",
         lambda rng, n: (rng.randrange(max(n // 6, 5)), rng.randrange(max(n // 6, 5))),
+    ),
+    "aggregates": Workload(
+        "aggregates", AGGREGATES, AGGREGATES_SQL, _aggregates_data, "e",
+        lambda rng, n: (rng.randrange(max(n // 10, 10)), rng.randrange(max(n // 10, 10))),
     ),
     "debian-nonrec": Workload(
         "debian-nonrec", "", DEBIAN_SQL, _debian_data, "depends", _debian_fresh,
@@ -331,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         changes = [1, 10, 100]
     else:
         sizes = [s for s in (10_000, 100_000, 1_000_000) if s <= args.max_size]
-    names = args.workload or ["triangle", "acyclic-3way", "debian-nonrec"]
+    names = args.workload or ["triangle", "acyclic-3way", "aggregates", "debian-nonrec"]
     print("Maintenance (sensitivity indices; auto: the columnar DBSP kernel) vs full "
           "recompute; changes: half erasures, half insertions")
     run(sizes, names, changes=changes, strategies=strategies)
