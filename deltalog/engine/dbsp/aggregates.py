@@ -229,6 +229,16 @@ class _Groups:
         self.size = n1
 
 
+def _coerced(col: Any, typ: str) -> list[Any]:
+    """A column's values as ``coerce`` stores them in a column of type ``typ`` (a float
+    column: ints widened, -0.0 made 0.0; others as they are), as a list."""
+    if typ != "float":
+        return col.tolist() if isinstance(col, np.ndarray) else list(col)
+    if isinstance(col, np.ndarray) and col.dtype.kind in "if":
+        return (col.astype(np.float64) + 0.0).tolist()  # (int64 to float64 rounds as float())
+    return [coerce(v, typ) for v in col]
+
+
 class GroupArrays:
     """The groups of aggregate rules by slot (``_Groups``), fed the keys of their
     assignments (rows of each rule's p@asg, natural keys in the shared coding): what
@@ -458,11 +468,11 @@ class GroupArrays:
         nonempty = self.groups[i].n[slots] > 0
         cols = self.head_columns(i, slots[nonempty])
         types = [c.type for c in self.prog.schemas[self.rules[i].head.pred].columns]
-        lists = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
+        lists = [_coerced(c, t) for c, t in zip(cols, types, strict=True)]
         out: list[Row | None] = [None] * len(slots)
-        for at, values in zip(np.flatnonzero(nonempty).tolist(), zip(*lists, strict=True),
-                              strict=True):
-            out[at] = tuple(coerce(v, t) for v, t in zip(values, types, strict=True))
+        for at, row in zip(np.flatnonzero(nonempty).tolist(), zip(*lists, strict=True),
+                           strict=True):
+            out[at] = row
         return out
 
     def _coded(self, i: int, slots: I64) -> CodedRows:
