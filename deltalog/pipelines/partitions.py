@@ -43,7 +43,6 @@ from deltalog.pipelines.state_store import (
     save_state,
     stratum_lock,
 )
-from deltalog.schemas.relation import arrow_to_columns, rows_to_arrow
 
 STATS = "\x00stats"
 ERROR = "\x00error"
@@ -156,11 +155,7 @@ def _run(job: PartitionJob, k: int, path: Path, records: Iterable[Record],
     deltas: dict[str, Delta] = {}
     unknown: set[str] = set()
     if job.full:
-        # (by column, as a stratum's first run reads its tables: coded once, no set of
-        # tuples kept beside)
-        engine = IncrementalEngine(job.program, {
-            n: arrow_to_columns(rows_to_arrow(job.program.schemas[n], list(r)))
-            for n, r in rows.items()})
+        engine = IncrementalEngine(job.program, {n: set(r) for n, r in rows.items()})
         out: dict[str, Delta] = {p: dict.fromkeys(engine.relation(p), 1) for p in job.preds}
         copies: dict[str, dict[Row, int] | None] = {
             n: {r: c for r, c in counted.items() if c >= 2} for n, counted in rows.items()}
