@@ -283,9 +283,10 @@ class SensitivityStratum:
         """``compiled``: record each rule's first evaluation on the compiled join where the
         rule allows it (``deltalog.engine.ivm.compiled``), else on the tuple join.
         ``coding``: the codes the engine's columnar strata share; given (and ``compiled``),
-        the support counts of each predicate that has no aggregate rule and int, float
-        and string columns (one at least) are kept on arrays in it (``_CodedSupport``),
-        and its relation goes to the store as coded rows."""
+        the support counts of each predicate of one column at least are kept on arrays
+        in it (``_CodedSupport``), its relation goes to the store as coded rows, and its
+        aggregate rules keep their groups on arrays (``GroupArrays``), unless
+        ``_array_reason`` says why not."""
         if stratum.recursive:
             raise NotSupportedError(
                 f"the sensitivity strategy maintains non-recursive strata only; "
@@ -298,8 +299,9 @@ class SensitivityStratum:
         self.compiled = compiled
         self.preds = stratum.preds
         self.heads: list[_RuleHead] = []
-        # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
         self.coded = {}
+        # aggregate rules whose groups are on arrays (in the stratum's order)
+        self.group_arrays: GroupArrays | None = None
         if compiled and coding is not None:
             for p in stratum.preds:
                 schema = prog.schemas[p]
@@ -310,15 +312,13 @@ class SensitivityStratum:
                         tuple(c.type for c in schema.columns), coding.codes,
                         coding.packing, (tuple(range(k)), tuple(range(k, schema.arity)))),
                         schema.functional)
-        # aggregate rules whose groups are on arrays (in the stratum's order)
-        self.group_arrays: GroupArrays | None = None
-        if compiled and coding is not None:
             rules = tuple(r for r in stratum.rules if r.aggregate is not None
                           and r.head.pred in self.coded)
             if rules:
                 self.group_arrays = GroupArrays(prog, Stratum(
                     tuple(dict.fromkeys(r.head.pred for r in rules)), rules,
                     recursive=False), coding)
+        # Dicts, or ``PagedDict``s when opened from a segment store (see ``__getstate__``).
         self.support: dict[str, MutableMapping[Row, int]] = {
             p: {} for p in stratum.preds if p not in self.coded}
         self.work: dict[str, int] = {}
