@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from deltalog.engine.errors import DataError
-from deltalog.engine.runtime import IncrementalEngine
+from deltalog.engine.runtime import IncrementalEngine, RecomputeEngine
 from deltalog.engine.segments import MemorySegments
 
 # The row strategies of the inputs the commits change (a subclass's ``ROWS``).
@@ -55,6 +55,13 @@ class AgainstRecompute(RuleBasedStateMachine):
         self.rec, self.engines, self.preds = got[0], got[1:], preds
         self.store = MemorySegments()
         return True
+
+    def start_both_ways(self, preds: list[str], prog: Any, data: Any, strategy: str) -> bool:
+        """``start`` with a recompute and ``strategy`` with the compiled core on (the
+        engine saved and opened again) and off (its Python-object maintainers)."""
+        return self.start(preds, lambda: RecomputeEngine(prog, data),
+                          lambda: IncrementalEngine(prog, data, strategy),
+                          lambda: IncrementalEngine(prog, data, strategy, columnar=False))
 
     @precondition(lambda self: not self.failed and hasattr(self, "rec"))
     @rule(data=st.data())

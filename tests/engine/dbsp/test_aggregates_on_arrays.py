@@ -162,10 +162,7 @@ class SensitivityAggregates(AgainstRecompute):
     def load(self, text, data):
         note(text)
         prog = load_program(text)
-        if not self.start(sorted(prog.idb), lambda: RecomputeEngine(prog, data),
-                          lambda: IncrementalEngine(prog, data, "sensitivity"),
-                          lambda: IncrementalEngine(prog, data, "sensitivity",
-                                                    columnar=False)):
+        if not self.start_both_ways(sorted(prog.idb), prog, data, "sensitivity"):
             return
         eng, plain = self.engines
         for _, m in eng.strata:

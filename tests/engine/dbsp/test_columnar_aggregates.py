@@ -106,10 +106,8 @@ class AggregateMachine(AgainstRecompute):
     def load(self, text, data):
         note(text)
         prog = load_program(text)
-        if not self.start([s.preds[0] for s in prog.strata if s.recursive],
-                          lambda: RecomputeEngine(prog, data),
-                          lambda: IncrementalEngine(prog, data, "auto"),
-                          lambda: IncrementalEngine(prog, data, "auto", columnar=False)):
+        if not self.start_both_ways([s.preds[0] for s in prog.strata if s.recursive],
+                                    prog, data, "auto"):
             return
         col = self.engines[0]
         assert sum(isinstance(m, ColumnarStratum) for _, m in col.strata) == len(

@@ -101,10 +101,7 @@ class SupportOnArrays(AgainstRecompute):
         prog = load_program(text)
         # the second engine: the sensitivity maintainer as before, its support counts in
         # Python mappings
-        if not self.start(sorted(prog.idb), lambda: RecomputeEngine(prog, data),
-                          lambda: IncrementalEngine(prog, data, "sensitivity"),
-                          lambda: IncrementalEngine(prog, data, "sensitivity",
-                                                    columnar=False)):
+        if not self.start_both_ways(sorted(prog.idb), prog, data, "sensitivity"):
             return
         eng, plain = self.engines
         coded = {p for _, m in eng.strata for p in m.coded}
