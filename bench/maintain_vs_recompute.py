@@ -75,20 +75,17 @@ AGGREGATES_SQL = {
 }
 
 
-def _aggregates_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
-    nodes = max(n // 10, 10)
-    edges: set[tuple[Any, ...]] = set()
-    while len(edges) < n:
-        edges.add((rng.randrange(nodes), rng.randrange(nodes)))
-    return {"e": edges}
+def _random_graph(per_node: int) -> Callable[[int, random.Random],
+                                             dict[str, set[tuple[Any, ...]]]]:
+    """n distinct edges ``e`` of a random graph on n / ``per_node`` nodes (10 at least)."""
+    def make(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
+        nodes = max(n // per_node, 10)
+        edges: set[tuple[Any, ...]] = set()
+        while len(edges) < n:
+            edges.add((rng.randrange(nodes), rng.randrange(nodes)))
+        return {"e": edges}
 
-
-def _triangle_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
-    nodes = max(n // 8, 10)
-    edges: set[tuple[Any, ...]] = set()
-    while len(edges) < n:
-        edges.add((rng.randrange(nodes), rng.randrange(nodes)))
-    return {"e": edges}
+    return make
 
 
 def _acyclic_data(n: int, rng: random.Random) -> dict[str, set[tuple[Any, ...]]]:
@@ -143,7 +140,7 @@ def _debian_fresh(rng: random.Random, n: int) -> tuple[Any, ...]:
 
 WORKLOADS = {
     "triangle": Workload(
-        "triangle", TRIANGLE, {"tri": TRIANGLE_SQL}, _triangle_data, "e",
+        "triangle", TRIANGLE, {"tri": TRIANGLE_SQL}, _random_graph(8), "e",
         lambda rng, n: (rng.randrange(max(n // 8, 10)), rng.randrange(max(n // 8, 10))),
     ),
     "acyclic-3way": Workload(
@@ -151,7 +148,7 @@ WORKLOADS = {
         lambda rng, n: (rng.randrange(max(n // 6, 5)), rng.randrange(max(n // 6, 5))),
     ),
     "aggregates": Workload(
-        "aggregates", AGGREGATES, AGGREGATES_SQL, _aggregates_data, "e",
+        "aggregates", AGGREGATES, AGGREGATES_SQL, _random_graph(10), "e",
         lambda rng, n: (rng.randrange(max(n // 10, 10)), rng.randrange(max(n // 10, 10))),
     ),
     "debian-nonrec": Workload(
